@@ -1,0 +1,40 @@
+"""One module per API, each exporting REQUEST and RESPONSE; ``MESSAGES`` indexes them by key."""
+
+from __future__ import annotations
+
+import importlib
+
+from ..schema import Message
+
+# Module names in this package; each defines REQUEST and RESPONSE for one API key.
+MODULES = (
+    "api_versions",
+    "produce",
+    "fetch",
+    "list_offsets",
+    "metadata",
+    "offset_for_leader_epoch",
+    "init_producer_id",
+    "describe_cluster",
+    "delete_records",
+    "create_topics",
+    "delete_topics",
+    "create_partitions",
+    "describe_configs",
+    "alter_configs",
+    "incremental_alter_configs",
+    "describe_log_dirs",
+)
+
+
+def _load() -> dict[int, tuple[Message, Message]]:
+    table: dict[int, tuple[Message, Message]] = {}
+    for name in MODULES:
+        module = importlib.import_module(f"{__name__}.{name}")
+        request: Message = module.REQUEST
+        response: Message = module.RESPONSE
+        table[request.api_key] = (request, response)
+    return table
+
+
+MESSAGES: dict[int, tuple[Message, Message]] = _load()

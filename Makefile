@@ -1,0 +1,54 @@
+# Two commands matter: `make run` (a local broker on localhost:9092, data in ./data) and
+# `make test` (install everything, then lint, type-check and run every test tier).
+
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
+PYTEST_ARGS ?=
+
+.PHONY: run test lint typecheck unit integration deps system-deps java-deps clean bench
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	@rm -f $(VENV)/.installed-*
+	@touch $(STAMP)
+
+deps: $(STAMP)
+
+run: deps
+	$(BIN)/riverlog broker --set log.dirs=./data \
+		--set listeners=PLAINTEXT://:9092 --set advertised.listeners=PLAINTEXT://localhost:9092 \
+		--set metrics.port=9404
+
+# kcat (librdkafka's CLI) comes from Debian; Kafka's Java tools and server from Maven Central.
+system-deps:
+	@command -v kcat >/dev/null 2>&1 || { \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq kcat >/dev/null; }
+
+java-deps: deps
+	$(BIN)/python bench/kafka_dist.py install >/dev/null
+
+lint: deps
+	$(BIN)/ruff check broker_image tests bench
+
+typecheck: deps
+	$(BIN)/mypy
+
+test: deps system-deps java-deps lint typecheck
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+unit: deps
+	$(BIN)/python -m pytest -m unit $(PYTEST_ARGS)
+
+integration: deps system-deps java-deps
+	$(BIN)/python -m pytest -m integration $(PYTEST_ARGS)
+
+bench: deps
+	$(BIN)/python bench/produce_consume.py
+
+clean:
+	rm -rf $(VENV) data .mypy_cache .ruff_cache .pytest_cache

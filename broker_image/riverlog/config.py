@@ -1,0 +1,223 @@
+"""Broker configuration with Kafka's property names.
+
+Sources, later ones winning: built-in defaults, a ``server.properties`` file, environment
+variables (``RIVERLOG_LOG_DIRS=/data`` sets ``log.dirs``; ``__`` stands for ``_`` and ``___``
+for ``-``, the convention of Kafka's container images), then ``--set key=value`` flags.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+ENV_PREFIX = "RIVERLOG_"
+
+# Property -> default. Only properties Riverlog reads are listed; unknown keys are kept (so a
+# Kafka server.properties loads) and reported once at start-up.
+DEFAULTS: dict[str, str] = {
+    "node.id": "1",
+    "process.roles": "broker,controller",
+    "listeners": "PLAINTEXT://:9092",
+    "advertised.listeners": "",
+    "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+    "controller.listener.names": "CONTROLLER",
+    "inter.broker.listener.name": "PLAINTEXT",
+    "controller.quorum.voters": "",
+    "cluster.id": "",
+    "broker.rack": "",
+    "log.dirs": "./data",
+    "num.partitions": "1",
+    "default.replication.factor": "1",
+    "min.insync.replicas": "1",
+    "auto.create.topics.enable": "true",
+    "delete.topic.enable": "true",
+    "log.retention.ms": "",
+    "log.retention.minutes": "",
+    "log.retention.hours": "168",
+    "log.retention.bytes": "-1",
+    "log.segment.bytes": str(1 << 30),
+    "log.roll.ms": "",
+    "log.roll.hours": "168",
+    "log.index.size.max.bytes": str(10 * 1024 * 1024),
+    "log.index.interval.bytes": "4096",
+    "log.retention.check.interval.ms": "300000",
+    "log.segment.delete.delay.ms": "60000",
+    "log.flush.interval.messages": "9223372036854775807",
+    "log.flush.interval.ms": "",
+    "log.message.timestamp.type": "CreateTime",
+    "log.cleanup.policy": "delete",
+    "compression.type": "producer",
+    "message.max.bytes": "1048588",
+    "socket.request.max.bytes": "104857600",
+    "queued.max.requests": "500",
+    "max.in.flight.requests.per.connection": "100",
+    "metrics.port": "9404",
+    "metrics.host": "",
+    "offsets.topic.num.partitions": "50",
+    "offsets.topic.replication.factor": "1",
+    "group.initial.rebalance.delay.ms": "3000",
+    "unclean.leader.election.enable": "false",
+    "log.message.timestamp.before.max.ms": "9223372036854775807",
+    "log.message.timestamp.after.max.ms": "3600000",
+}
+
+
+class ConfigError(ValueError):
+    """A configuration value is missing or malformed; the message says which and how to fix it."""
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Java-style properties: ``key=value`` or ``key: value``, ``#``/``!`` comments."""
+    out: dict[str, str] = {}
+    pending = ""
+    for raw in text.splitlines():
+        line = pending + raw.strip()
+        pending = ""
+        if not line or line[0] in "#!":
+            continue
+        if line.endswith("\\"):
+            pending = line[:-1]
+            continue
+        for sep_index, ch in enumerate(line):
+            if ch in "=:":
+                key, value = line[:sep_index].strip(), line[sep_index + 1 :].strip()
+                break
+        else:
+            key, value = line, ""
+        out[key] = value
+    return out
+
+
+def env_overrides(environ: Mapping[str, str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for name, value in environ.items():
+        if not name.startswith(ENV_PREFIX) or name in ("RIVERLOG_TEST_TARGET", "RIVERLOG_CACHE"):
+            continue
+        key = name[len(ENV_PREFIX) :].lower()
+        key = key.replace("___", "\0").replace("__", "\1").replace("_", ".")
+        out[key.replace("\0", "-").replace("\1", "_")] = value
+    return out
+
+
+def parse_set_flags(flags: Iterable[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for flag in flags:
+        if "=" not in flag:
+            raise ConfigError(f"--set expects key=value, got {flag!r} (example: --set node.id=1)")
+        key, value = flag.split("=", 1)
+        out[key.strip()] = value.strip()
+    return out
+
+
+@dataclass(frozen=True)
+class Listener:
+    name: str
+    host: str
+    port: int
+
+
+def parse_listeners(spec: str) -> list[Listener]:
+    """``PLAINTEXT://host:9092,CONTROLLER://:9093`` into listeners; empty host means all."""
+    listeners: list[Listener] = []
+    for part in filter(None, (p.strip() for p in spec.split(","))):
+        if "://" not in part:
+            raise ConfigError(f"listener {part!r} must look like NAME://host:port")
+        name, rest = part.split("://", 1)
+        host, sep, port = rest.rpartition(":")
+        if not sep or not port.isdigit():
+            raise ConfigError(f"listener {part!r} has no numeric port (example: PLAINTEXT://:9092)")
+        listeners.append(Listener(name.upper(), host.strip("[]"), int(port)))
+    return listeners
+
+
+class BrokerConfig:
+    """Merged properties with typed accessors for the ones the broker uses."""
+
+    def __init__(self, props: Mapping[str, str]) -> None:
+        self.props: dict[str, str] = {**DEFAULTS, **props}
+        self.explicit = frozenset(props)  # keys the operator set, reported as STATIC_BROKER_CONFIG
+        self.unknown = sorted(k for k in props if k not in DEFAULTS)
+        self._validate()
+
+    @classmethod
+    def load(
+        cls,
+        config_file: str | Path | None = None,
+        sets: Iterable[str] = (),
+        environ: Mapping[str, str] | None = None,
+    ) -> BrokerConfig:
+        props: dict[str, str] = {}
+        if config_file:
+            path = Path(config_file)
+            if not path.is_file():
+                raise ConfigError(f"config file {path} does not exist")
+            props.update(parse_properties(path.read_text()))
+        props.update(env_overrides(os.environ if environ is None else environ))
+        props.update(parse_set_flags(sets))
+        return cls(props)
+
+    def get(self, key: str) -> str:
+        return self.props.get(key, "")
+
+    def get_int(self, key: str) -> int:
+        value = self.get(key)
+        try:
+            return int(value)
+        except ValueError:
+            raise ConfigError(f"{key} must be an integer, got {value!r}") from None
+
+    def get_bool(self, key: str) -> bool:
+        value = self.get(key).lower()
+        if value not in ("true", "false"):
+            raise ConfigError(f"{key} must be true or false, got {value!r}")
+        return value == "true"
+
+    def _validate(self) -> None:
+        for key in ("node.id", "num.partitions", "default.replication.factor", "message.max.bytes",
+                    "socket.request.max.bytes", "log.segment.bytes", "metrics.port"):
+            self.get_int(key)
+        for key in ("auto.create.topics.enable", "delete.topic.enable"):
+            self.get_bool(key)
+        if not self.listeners():
+            raise ConfigError("listeners is empty (example: listeners=PLAINTEXT://:9092)")
+
+    # Typed views -------------------------------------------------------------------------
+
+    @property
+    def node_id(self) -> int:
+        return self.get_int("node.id")
+
+    def listeners(self) -> list[Listener]:
+        return parse_listeners(self.get("listeners"))
+
+    def client_listeners(self) -> list[Listener]:
+        controller_names = {n.strip().upper() for n in self.get("controller.listener.names").split(",")}
+        return [lst for lst in self.listeners() if lst.name not in controller_names]
+
+    def advertised_listeners(self) -> list[Listener]:
+        advertised = parse_listeners(self.get("advertised.listeners"))
+        if advertised:
+            return advertised
+        # Kafka advertises the listener's own host, or the machine's name when bound to all.
+        return [
+            Listener(lst.name, lst.host if lst.host not in ("", "0.0.0.0", "::") else "localhost", lst.port)
+            for lst in self.client_listeners()
+        ]
+
+    @property
+    def log_dirs(self) -> list[Path]:
+        return [Path(p.strip()) for p in self.get("log.dirs").split(",") if p.strip()]
+
+    def log_retention_ms(self) -> int:
+        if self.get("log.retention.ms"):
+            return self.get_int("log.retention.ms")
+        if self.get("log.retention.minutes"):
+            return self.get_int("log.retention.minutes") * 60_000
+        return self.get_int("log.retention.hours") * 3_600_000
+
+    def log_roll_ms(self) -> int:
+        if self.get("log.roll.ms"):
+            return self.get_int("log.roll.ms")
+        return self.get_int("log.roll.hours") * 3_600_000

@@ -1,0 +1,158 @@
+"""The metadata image: an immutable snapshot of cluster metadata that brokers serve from.
+
+Every broker holds the latest image and swaps it atomically when new records commit, so a
+request handler always sees one consistent view (topics, partitions, leaders, configs).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+
+from .records import (
+    ConfigRecord,
+    Endpoint,
+    PartitionChangeRecord,
+    PartitionRecord,
+    ProducerIdsRecord,
+    Record,
+    RegisterBrokerRecord,
+    RemoveTopicRecord,
+    TopicRecord,
+)
+
+TOPIC_RESOURCE = 2
+BROKER_RESOURCE = 4
+
+
+@dataclass(frozen=True)
+class BrokerImage:
+    broker_id: int
+    endpoints: tuple[Endpoint, ...]
+    rack: str | None
+    fenced: bool
+
+    def endpoint(self, listener: str | None = None) -> Endpoint | None:
+        for ep in self.endpoints:
+            if listener is None or ep.listener == listener:
+                return ep
+        return None
+
+
+@dataclass(frozen=True)
+class PartitionImage:
+    partition: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader: int
+    leader_epoch: int
+    partition_epoch: int
+
+
+@dataclass(frozen=True)
+class TopicImage:
+    name: str
+    topic_id: uuid.UUID
+    partitions: Mapping[int, PartitionImage] = field(default_factory=dict)
+
+    @property
+    def internal(self) -> bool:
+        return self.name.startswith("__")
+
+
+@dataclass(frozen=True)
+class MetadataImage:
+    cluster_id: str = ""
+    offset: int = -1  # index of the last applied record
+    brokers: Mapping[int, BrokerImage] = field(default_factory=dict)
+    topics: Mapping[str, TopicImage] = field(default_factory=dict)
+    topic_ids: Mapping[uuid.UUID, str] = field(default_factory=dict)
+    configs: Mapping[tuple[int, str], Mapping[str, str]] = field(default_factory=dict)
+    next_producer_id: int = 0
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicImage | None:
+        name = self.topic_ids.get(topic_id)
+        return None if name is None else self.topics.get(name)
+
+    def topic_configs(self, name: str) -> Mapping[str, str]:
+        return self.configs.get((TOPIC_RESOURCE, name), {})
+
+    def apply(self, records: Iterable[Record]) -> MetadataImage:
+        """A new image with ``records`` applied; ``self`` is unchanged."""
+        brokers = dict(self.brokers)
+        topics = dict(self.topics)
+        topic_ids = dict(self.topic_ids)
+        configs = {k: dict(v) for k, v in self.configs.items()}
+        next_pid = self.next_producer_id
+        # Partition maps are copied only for topics a record touches.
+        touched: dict[str, dict[int, PartitionImage]] = {}
+        count = 0
+
+        def partitions_of(topic_id: uuid.UUID) -> tuple[str, dict[int, PartitionImage]] | None:
+            name = topic_ids.get(topic_id)
+            if name is None:
+                return None
+            if name not in touched:
+                touched[name] = dict(topics[name].partitions)
+            return name, touched[name]
+
+        for record in records:
+            count += 1
+            if isinstance(record, RegisterBrokerRecord):
+                brokers[record.broker_id] = BrokerImage(
+                    record.broker_id, record.endpoints, record.rack, record.fenced
+                )
+            elif isinstance(record, TopicRecord):
+                topics[record.name] = TopicImage(record.name, record.topic_id, {})
+                topic_ids[record.topic_id] = record.name
+                touched[record.name] = {}
+            elif isinstance(record, PartitionRecord):
+                found = partitions_of(record.topic_id)
+                if found:
+                    found[1][record.partition] = PartitionImage(
+                        record.partition, record.replicas, record.isr, record.leader,
+                        record.leader_epoch, record.partition_epoch,
+                    )
+            elif isinstance(record, PartitionChangeRecord):
+                found = partitions_of(record.topic_id)
+                if found and record.partition in found[1]:
+                    old = found[1][record.partition]
+                    leader_changed = record.leader is not None and record.leader != old.leader
+                    found[1][record.partition] = replace(
+                        old,
+                        leader=old.leader if record.leader is None else record.leader,
+                        isr=old.isr if record.isr is None else record.isr,
+                        replicas=old.replicas if record.replicas is None else record.replicas,
+                        leader_epoch=old.leader_epoch + (1 if leader_changed else 0),
+                        partition_epoch=old.partition_epoch + 1,
+                    )
+            elif isinstance(record, ConfigRecord):
+                key = (record.resource_type, record.resource_name)
+                entries = configs.setdefault(key, {})
+                if record.value is None:
+                    entries.pop(record.name, None)
+                else:
+                    entries[record.name] = record.value
+            elif isinstance(record, RemoveTopicRecord):
+                name = topic_ids.pop(record.topic_id, None)
+                if name is not None:
+                    topics.pop(name, None)
+                    touched.pop(name, None)
+                    configs.pop((TOPIC_RESOURCE, name), None)
+            elif isinstance(record, ProducerIdsRecord):
+                next_pid = max(next_pid, record.next_producer_id)
+
+        for name, parts in touched.items():
+            if name in topics:
+                topics[name] = replace(topics[name], partitions=MappingProxyType(parts))
+        return replace(
+            self,
+            offset=self.offset + count,
+            brokers=MappingProxyType(brokers),
+            topics=MappingProxyType(topics),
+            topic_ids=MappingProxyType(topic_ids),
+            configs=MappingProxyType({k: MappingProxyType(v) for k, v in configs.items() if v}),
+            next_producer_id=next_pid,
+        )

@@ -1,0 +1,148 @@
+"""Metadata records: the facts the controller log holds, applied in order to build the image.
+
+The same records will be replicated by the Raft quorum of the cluster; for a single broker the
+local controller writes them to a file. Each record is a frozen dataclass with a JSON form.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import asdict, dataclass, field
+from typing import Any, ClassVar
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    listener: str
+    host: str
+    port: int
+
+
+@dataclass(frozen=True)
+class RegisterBrokerRecord:
+    TYPE: ClassVar[str] = "register_broker"
+    broker_id: int
+    endpoints: tuple[Endpoint, ...]
+    rack: str | None = None
+    fenced: bool = False
+
+
+@dataclass(frozen=True)
+class TopicRecord:
+    TYPE: ClassVar[str] = "topic"
+    name: str
+    topic_id: uuid.UUID
+
+
+@dataclass(frozen=True)
+class PartitionRecord:
+    TYPE: ClassVar[str] = "partition"
+    topic_id: uuid.UUID
+    partition: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader: int
+    leader_epoch: int = 0
+    partition_epoch: int = 0
+
+
+@dataclass(frozen=True)
+class PartitionChangeRecord:
+    """A change of leader, ISR or replicas; None fields are unchanged. A leader change bumps the
+    leader epoch; any change bumps the partition epoch."""
+
+    TYPE: ClassVar[str] = "partition_change"
+    topic_id: uuid.UUID
+    partition: int
+    leader: int | None = None
+    isr: tuple[int, ...] | None = None
+    replicas: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True)
+class ConfigRecord:
+    """A dynamic config of a resource (type 2 = topic, 4 = broker); value None removes it."""
+
+    TYPE: ClassVar[str] = "config"
+    resource_type: int
+    resource_name: str
+    name: str
+    value: str | None
+
+
+@dataclass(frozen=True)
+class RemoveTopicRecord:
+    TYPE: ClassVar[str] = "remove_topic"
+    topic_id: uuid.UUID
+
+
+@dataclass(frozen=True)
+class ProducerIdsRecord:
+    """The controller handed out producer ids below ``next_producer_id``."""
+
+    TYPE: ClassVar[str] = "producer_ids"
+    broker_id: int
+    next_producer_id: int
+
+
+Record = (
+    RegisterBrokerRecord
+    | TopicRecord
+    | PartitionRecord
+    | PartitionChangeRecord
+    | ConfigRecord
+    | RemoveTopicRecord
+    | ProducerIdsRecord
+)
+
+_TYPES: dict[str, Any] = {
+    cls.TYPE: cls
+    for cls in (
+        RegisterBrokerRecord,
+        TopicRecord,
+        PartitionRecord,
+        PartitionChangeRecord,
+        ConfigRecord,
+        RemoveTopicRecord,
+        ProducerIdsRecord,
+    )
+}
+
+
+def to_json(record: Record) -> dict[str, Any]:
+    data = asdict(record)
+    for key, value in data.items():
+        if isinstance(value, uuid.UUID):
+            data[key] = str(value)
+    data["type"] = record.TYPE
+    return data
+
+
+def from_json(data: dict[str, Any]) -> Record:
+    data = dict(data)
+    cls = _TYPES[data.pop("type")]
+    if "topic_id" in data:
+        data["topic_id"] = uuid.UUID(data["topic_id"])
+    for key in ("replicas", "isr"):
+        if data.get(key) is not None:
+            data[key] = tuple(data[key])
+    if cls is RegisterBrokerRecord:
+        data["endpoints"] = tuple(Endpoint(**e) for e in data["endpoints"])
+    record: Record = cls(**data)
+    return record
+
+
+__all__ = [
+    "ConfigRecord",
+    "Endpoint",
+    "PartitionChangeRecord",
+    "PartitionRecord",
+    "ProducerIdsRecord",
+    "Record",
+    "RegisterBrokerRecord",
+    "RemoveTopicRecord",
+    "TopicRecord",
+    "field",
+    "from_json",
+    "to_json",
+]

@@ -1,0 +1,54 @@
+"""Request handlers, one module per API family, and the table that binds them to the server."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from ..protocol.api_keys import ApiKey
+from ..protocol.messages import MESSAGES
+from ..server.dispatch import Api, RequestContext
+from .api_versions import handle_api_versions
+from .cluster_info import handle_describe_cluster, handle_describe_log_dirs
+from .configs import handle_alter_configs, handle_describe_configs, handle_incremental_alter_configs
+from .fetch import handle_fetch
+from .list_offsets import handle_list_offsets
+from .metadata import handle_metadata
+from .produce import handle_produce
+from .producer_ids import handle_init_producer_id
+from .records_admin import handle_delete_records, handle_offset_for_leader_epoch
+from .topics import handle_create_partitions, handle_create_topics, handle_delete_topics
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+
+BrokerHandler = Callable[["Broker", RequestContext, dict[str, Any]], Awaitable[dict[str, Any] | None]]
+
+HANDLERS: dict[ApiKey, BrokerHandler] = {
+    ApiKey.API_VERSIONS: handle_api_versions,
+    ApiKey.METADATA: handle_metadata,
+    ApiKey.PRODUCE: handle_produce,
+    ApiKey.FETCH: handle_fetch,
+    ApiKey.LIST_OFFSETS: handle_list_offsets,
+    ApiKey.CREATE_TOPICS: handle_create_topics,
+    ApiKey.DELETE_TOPICS: handle_delete_topics,
+    ApiKey.CREATE_PARTITIONS: handle_create_partitions,
+    ApiKey.DESCRIBE_CONFIGS: handle_describe_configs,
+    ApiKey.ALTER_CONFIGS: handle_alter_configs,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: handle_incremental_alter_configs,
+    ApiKey.DESCRIBE_CLUSTER: handle_describe_cluster,
+    ApiKey.DELETE_RECORDS: handle_delete_records,
+    ApiKey.INIT_PRODUCER_ID: handle_init_producer_id,
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: handle_offset_for_leader_epoch,
+    ApiKey.DESCRIBE_LOG_DIRS: handle_describe_log_dirs,
+}
+
+
+def build_apis(broker: Broker) -> dict[int, Api]:
+    apis: dict[int, Api] = {}
+    for key, fn in HANDLERS.items():
+        request, response = MESSAGES[key]
+        apis[key] = Api(int(key), request, response, functools.partial(fn, broker),
+                        request.valid[0], request.valid[1])
+    return apis

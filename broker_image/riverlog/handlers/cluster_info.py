@@ -1,0 +1,62 @@
+"""DescribeCluster and DescribeLogDirs."""
+
+from __future__ import annotations
+
+import shutil
+from typing import TYPE_CHECKING
+
+from ..protocol.errors import ErrorCode
+from ..server.dispatch import RequestContext
+from .common import Body
+from .metadata import OPS_NOT_REQUESTED
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+
+BROKER_ENDPOINT_TYPE = 1
+
+
+async def handle_describe_cluster(broker: Broker, ctx: RequestContext, req: Body) -> Body:
+    endpoint_type = req.get("endpoint_type", BROKER_ENDPOINT_TYPE)
+    if endpoint_type != BROKER_ENDPOINT_TYPE:
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
+                "error_message": "only broker endpoints (type 1) can be described",
+                "endpoint_type": endpoint_type, "cluster_id": broker.image.cluster_id, "controller_id": -1,
+                "brokers": [], "cluster_authorized_operations": OPS_NOT_REQUESTED}
+    include_fenced = bool(req.get("include_fenced_brokers"))
+    brokers = []
+    for b in sorted(broker.image.brokers.values(), key=lambda b: b.broker_id):
+        if b.fenced and not include_fenced:
+            continue
+        ep = b.endpoint(broker.config.get("inter.broker.listener.name")) or b.endpoint()
+        if ep is None:
+            continue
+        brokers.append({"broker_id": b.broker_id, "host": ep.host, "port": ep.port, "rack": b.rack,
+                        "is_fenced": b.fenced})
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
+            "endpoint_type": endpoint_type, "cluster_id": broker.image.cluster_id,
+            "controller_id": broker.controller.controller_id, "brokers": brokers,
+            "cluster_authorized_operations": OPS_NOT_REQUESTED}
+
+
+async def handle_describe_log_dirs(broker: Broker, ctx: RequestContext, req: Body) -> Body:
+    wanted = req.get("topics")
+    selected: dict[str, set[int] | None] | None = None
+    if wanted is not None:
+        selected = {t["topic"]: set(t["partitions"]) for t in wanted}
+    by_topic: dict[str, list[Body]] = {}
+    for (topic, index), p in sorted(broker.replicas.partitions.items()):
+        if selected is not None:
+            want = selected.get(topic)
+            if want is None or index not in want:
+                continue
+        by_topic.setdefault(topic, []).append({
+            "partition_index": index, "partition_size": p.log.size_bytes(),
+            "offset_lag": max(0, p.log.log_end_offset - p.high_watermark), "is_future_key": False,
+        })
+    usage = shutil.disk_usage(broker.log_dir)
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "results": [{
+        "error_code": ErrorCode.NONE, "log_dir": str(broker.log_dir),
+        "topics": [{"name": name, "partitions": parts} for name, parts in by_topic.items()],
+        "total_bytes": usage.total, "usable_bytes": usage.free,
+    }]}

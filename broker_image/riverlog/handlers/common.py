@@ -1,0 +1,39 @@
+"""Small helpers shared by the request handlers."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from ..protocol.errors import ErrorCode
+from ..protocol.primitives import ZERO_UUID
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+    from ..controller.image import TopicImage
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def resolve_topic(broker: Broker, name: str | None, topic_id: uuid.UUID | None) -> TopicImage | None:
+    """Find a topic by id when the request version carries ids, else by name."""
+    image = broker.image
+    if topic_id is not None and topic_id != ZERO_UUID:
+        return image.topic_by_id(topic_id)
+    return image.topics.get(name or "")
+
+
+def unknown_topic_code(topic_id: uuid.UUID | None) -> ErrorCode:
+    if topic_id is not None and topic_id != ZERO_UUID:
+        return ErrorCode.UNKNOWN_TOPIC_ID
+    return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def error_message(code: ErrorCode, message: str | None) -> str | None:
+    return message if message else (None if code == ErrorCode.NONE else code.name)
+
+
+Body = dict[str, Any]

@@ -1,0 +1,164 @@
+"""DescribeConfigs, AlterConfigs and IncrementalAlterConfigs for topics and brokers."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ..controller.image import BROKER_RESOURCE, TOPIC_RESOURCE
+from ..protocol.errors import ErrorCode
+from ..server.dispatch import RequestContext
+from ..topic_config import TOPIC_CONFIGS, ConfigSource, ConfigType, default_value
+from .common import Body, error_message
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+
+BROKER_LOGGER_RESOURCE = 8
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+_SENSITIVE_HINTS = ("password", "secret", "sasl.jaas")
+
+
+def _entry(name: str, value: str | None, source: ConfigSource, ctype: ConfigType, doc: str,
+           synonyms: list[Body], version: int, read_only: bool = False) -> Body:
+    sensitive = any(h in name for h in _SENSITIVE_HINTS)
+    return {
+        "name": name, "value": None if sensitive else value, "read_only": read_only,
+        "is_default": source == ConfigSource.DEFAULT_CONFIG, "config_source": source,
+        "is_sensitive": sensitive, "synonyms": synonyms, "config_type": ctype, "documentation": doc,
+    }
+
+
+def _topic_configs(broker: Broker, name: str, keys: list[str] | None, synonyms: bool, version: int) -> list[Body]:
+    overrides = broker.image.topic_configs(name)
+    out = []
+    for key, definition in TOPIC_CONFIGS.items():
+        if keys is not None and key not in keys:
+            continue
+        default = default_value(definition, broker.config)
+        static = definition.broker_key in broker.config.explicit
+        if key in overrides:
+            value, source = overrides[key], ConfigSource.DYNAMIC_TOPIC_CONFIG
+        else:
+            value = default
+            source = ConfigSource.STATIC_BROKER_CONFIG if static else ConfigSource.DEFAULT_CONFIG
+        syn: list[Body] = []
+        if synonyms:
+            if key in overrides:
+                syn.append({"name": key, "value": overrides[key], "source": ConfigSource.DYNAMIC_TOPIC_CONFIG})
+            if definition.broker_key:
+                syn.append({"name": definition.broker_key, "value": default,
+                            "source": ConfigSource.STATIC_BROKER_CONFIG if static else ConfigSource.DEFAULT_CONFIG})
+        out.append(_entry(key, value, source, definition.type, definition.doc, syn, version))
+    return out
+
+
+def _broker_configs(broker: Broker, keys: list[str] | None, version: int) -> list[Body]:
+    out = []
+    for key, value in sorted(broker.config.props.items()):
+        if keys is not None and key not in keys:
+            continue
+        source = ConfigSource.STATIC_BROKER_CONFIG if key in broker.config.explicit else ConfigSource.DEFAULT_CONFIG
+        out.append(_entry(key, value, source, ConfigType.STRING, "", [], version, read_only=True))
+    return out
+
+
+async def handle_describe_configs(broker: Broker, ctx: RequestContext, req: Body) -> Body:
+    results = []
+    for res in req["resources"]:
+        rtype, rname = res["resource_type"], res["resource_name"]
+        keys = res.get("configuration_keys")
+        result: Body = {"error_code": ErrorCode.NONE, "error_message": None, "resource_type": rtype,
+                        "resource_name": rname, "configs": []}
+        if rtype == TOPIC_RESOURCE:
+            if rname not in broker.image.topics:
+                result.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                              error_message=f"Topic {rname} does not exist")
+            else:
+                result["configs"] = _topic_configs(broker, rname, keys, bool(req.get("include_synonyms")),
+                                                   ctx.version)
+        elif rtype == BROKER_RESOURCE:
+            if rname not in ("", str(broker.node_id)):
+                result.update(error_code=ErrorCode.INVALID_REQUEST,
+                              error_message=f"Unexpected broker id, expected {broker.node_id} or empty string")
+            else:
+                result["configs"] = _broker_configs(broker, keys, ctx.version)
+        elif rtype == BROKER_LOGGER_RESOURCE:
+            result["configs"] = []
+        else:
+            result.update(error_code=ErrorCode.INVALID_REQUEST, error_message=f"Unsupported resource type {rtype}")
+        results.append(result)
+    return {"throttle_time_ms": 0, "results": results}
+
+
+def _resource_error(rtype: int, rname: str, code: ErrorCode, message: str | None) -> Body:
+    return {"error_code": code, "error_message": error_message(code, message), "resource_type": rtype,
+            "resource_name": rname}
+
+
+def _unsupported_resource(rtype: int, rname: str) -> Body:
+    if rtype == BROKER_RESOURCE:
+        return _resource_error(rtype, rname, ErrorCode.INVALID_REQUEST,
+                               "dynamic broker configs are not supported yet: set them in server.properties")
+    return _resource_error(rtype, rname, ErrorCode.INVALID_REQUEST, f"Unsupported resource type {rtype}")
+
+
+async def handle_alter_configs(broker: Broker, ctx: RequestContext, req: Body) -> Body:
+    responses = []
+    for res in req["resources"]:
+        rtype, rname = res["resource_type"], res["resource_name"]
+        if rtype != TOPIC_RESOURCE:
+            responses.append(_unsupported_resource(rtype, rname))
+            continue
+        values = {c["name"]: c["value"] for c in res["configs"]}
+        outcome = await broker.controller.alter_topic_configs(
+            rname, values, replace_all=True, validate_only=bool(req.get("validate_only")))
+        responses.append(_resource_error(rtype, rname, outcome.error, outcome.message))
+    return {"throttle_time_ms": 0, "responses": responses}
+
+
+async def handle_incremental_alter_configs(broker: Broker, ctx: RequestContext, req: Body) -> Body:
+    responses = []
+    for res in req["resources"]:
+        rtype, rname = res["resource_type"], res["resource_name"]
+        if rtype != TOPIC_RESOURCE:
+            responses.append(_unsupported_resource(rtype, rname))
+            continue
+        if rname not in broker.image.topics:
+            responses.append(_resource_error(rtype, rname, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                             f"Topic {rname} does not exist"))
+            continue
+        current = dict(broker.image.topic_configs(rname))
+        changes: dict[str, Any] = {}
+        problem: str | None = None
+        for c in res["configs"]:
+            name, op, value = c["name"], c["config_operation"], c["value"]
+            definition = TOPIC_CONFIGS.get(name)
+            if definition is None:
+                problem = f"Unknown topic config name: {name}"
+                break
+            if op == SET:
+                changes[name] = value
+            elif op == DELETE:
+                changes[name] = None
+            elif op in (APPEND, SUBTRACT):
+                if definition.type != ConfigType.LIST:
+                    problem = f"Config {name} is not a list: APPEND and SUBTRACT need a list config"
+                    break
+                base = current.get(name, default_value(definition, broker.config))
+                items = [v for v in base.split(",") if v]
+                given = [v for v in (value or "").split(",") if v]
+                if op == APPEND:
+                    items += [v for v in given if v not in items]
+                else:
+                    items = [v for v in items if v not in given]
+                changes[name] = ",".join(items)
+            else:
+                problem = f"Unknown config operation {op}"
+                break
+        if problem:
+            responses.append(_resource_error(rtype, rname, ErrorCode.INVALID_CONFIG, problem))
+            continue
+        outcome = await broker.controller.alter_topic_configs(
+            rname, changes, replace_all=False, validate_only=bool(req.get("validate_only")))
+        responses.append(_resource_error(rtype, rname, outcome.error, outcome.message))
+    return {"throttle_time_ms": 0, "responses": responses}

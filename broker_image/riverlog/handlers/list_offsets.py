@@ -1,0 +1,55 @@
+"""ListOffsets: earliest, latest, max-timestamp and by-timestamp offset lookups."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..protocol.errors import ErrorCode, KafkaError
+from ..server.dispatch import RequestContext
+from .common import Body
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+
+LATEST = -1
+EARLIEST = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL = -4
+LATEST_TIERED = -5
+
+
+async def handle_list_offsets(broker: Broker, ctx: RequestContext, req: Body) -> Body:
+    topics = []
+    for t in req["topics"]:
+        parts = []
+        for rp in t["partitions"]:
+            index = rp["partition_index"]
+            result: Body = {"partition_index": index, "error_code": ErrorCode.NONE, "timestamp": -1,
+                            "offset": -1, "leader_epoch": -1, "old_style_offsets": []}
+            try:
+                p = broker.replicas.leader_partition(t["name"], index, rp.get("current_leader_epoch", -1))
+                ts = rp["timestamp"]
+                hw = p.high_watermark
+                if ts == LATEST:
+                    result.update(offset=hw, leader_epoch=p.leader_epoch)
+                elif ts in (EARLIEST, EARLIEST_LOCAL):
+                    result.update(offset=p.log.log_start_offset, leader_epoch=p.leader_epoch)
+                elif ts == LATEST_TIERED:
+                    pass  # no tiered storage: Kafka answers offset -1 here too
+                elif ts == MAX_TIMESTAMP:
+                    found = p.log.max_timestamp_offset()
+                    if found is not None and found[0] < hw:
+                        result.update(offset=found[0], timestamp=found[1], leader_epoch=found[2])
+                elif ts < 0:
+                    raise KafkaError(f"unknown special timestamp {ts}", ErrorCode.INVALID_REQUEST)
+                else:
+                    found = p.log.offset_for_timestamp(ts)
+                    if found is not None and found[0] < hw:
+                        result.update(offset=found[0], timestamp=found[1], leader_epoch=found[2])
+                if ctx.version == 0:
+                    result["old_style_offsets"] = [result["offset"]] if result["offset"] >= 0 else []
+            except KafkaError as exc:
+                result["error_code"] = exc.code
+            parts.append(result)
+        topics.append({"name": t["name"], "partitions": parts})
+    return {"throttle_time_ms": 0, "topics": topics}

@@ -1,0 +1,90 @@
+"""Produce: append record batches to partition leaders; acks decide when to answer.
+
+acks=0 gets no response at all, acks=1 answers once the leader appended, acks=all (-1) waits for
+the high watermark to pass the batch, a future resolved by replication (never a poll), bounded
+by the request's timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from ..protocol.errors import ErrorCode, KafkaError
+from ..server.dispatch import RequestContext
+from .common import Body, now_ms, resolve_topic, unknown_topic_code
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+
+
+def _error(index: int, code: ErrorCode, message: str | None = None) -> Body:
+    return {"index": index, "error_code": code, "base_offset": -1, "log_append_time_ms": -1,
+            "log_start_offset": -1, "error_message": message}
+
+
+async def handle_produce(broker: Broker, ctx: RequestContext, req: Body) -> Body | None:
+    acks = req["acks"]
+    timestamp = now_ms()
+    waits: list[tuple[asyncio.Future[None], Body]] = []
+    responses: list[Body] = []
+    global_error: ErrorCode | None = None
+    message: str | None = None
+    if acks not in (0, 1, -1):
+        global_error, message = ErrorCode.INVALID_REQUIRED_ACKS, f"acks must be 0, 1 or -1, not {acks}"
+    elif req.get("transactional_id"):
+        global_error, message = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, \
+            "transactional producers are not supported by this broker yet"
+    metrics = broker.metrics
+    for topic_data in req["topic_data"]:
+        topic_id = topic_data.get("topic_id")
+        topic = resolve_topic(broker, topic_data.get("name"), topic_id)
+        parts: list[Body] = []
+        for pd in topic_data["partition_data"]:
+            index = pd["index"]
+            if global_error is not None:
+                parts.append(_error(index, global_error, message))
+                continue
+            if topic is None:
+                parts.append(_error(index, unknown_topic_code(topic_id)))
+                continue
+            records = pd["records"]
+            try:
+                partition = broker.replicas.leader_partition(topic.name, index)
+                if not records:
+                    raise KafkaError("produce request without record batches", ErrorCode.INVALID_RECORD)
+                info = partition.append(records, acks=acks, now_ms=timestamp)
+            except KafkaError as exc:
+                parts.append(_error(index, exc.code, exc.message))
+                continue
+            if not info.duplicate:
+                metrics.bytes_in.labels(topic=topic.name).inc(len(records))
+                metrics.records_in.labels(topic=topic.name).inc(info.record_count)
+            result = {"index": index, "error_code": ErrorCode.NONE, "base_offset": info.first_offset,
+                      "log_append_time_ms": info.log_append_time, "log_start_offset": info.log_start_offset}
+            parts.append(result)
+            if acks == -1:
+                waits.append((partition.wait_for_high_watermark(info.last_offset), result))
+        responses.append({"name": topic.name if topic else topic_data.get("name"),
+                          "topic_id": topic_id, "partition_responses": parts})
+    if acks == 0:
+        return None
+    if waits:
+        await _await_replication(waits, req["timeout_ms"])
+    return {"responses": responses, "throttle_time_ms": 0}
+
+
+async def _await_replication(waits: list[tuple[asyncio.Future[None], Body]], timeout_ms: int) -> None:
+    futures = [fut for fut, _ in waits]
+    pending: set[Any] = set(futures)
+    if any(not f.done() for f in futures):
+        _, pending = await asyncio.wait(futures, timeout=max(timeout_ms, 0) / 1000)
+    for fut, result in waits:
+        if fut in pending:
+            fut.cancel()
+            result.update(error_code=ErrorCode.REQUEST_TIMED_OUT, base_offset=-1,
+                          error_message="replication did not complete within the request timeout")
+        elif fut.exception() is not None:
+            exc = fut.exception()
+            code = exc.code if isinstance(exc, KafkaError) else ErrorCode.UNKNOWN_SERVER_ERROR
+            result.update(error_code=code, base_offset=-1)

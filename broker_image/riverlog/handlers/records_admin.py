@@ -1,0 +1,50 @@
+"""DeleteRecords and OffsetForLeaderEpoch: moving the log start, and epoch end offsets."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..protocol.errors import ErrorCode, KafkaError
+from ..server.dispatch import RequestContext
+from .common import Body
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+
+
+async def handle_delete_records(broker: Broker, ctx: RequestContext, req: Body) -> Body:
+    topics = []
+    for t in req["topics"]:
+        parts = []
+        for rp in t["partitions"]:
+            index = rp["partition_index"]
+            try:
+                p = broker.replicas.leader_partition(t["name"], index)
+                offset = rp["offset"]
+                if offset == -1:
+                    offset = p.high_watermark  # -1 means "up to the high watermark"
+                if offset < 0 or offset > p.high_watermark:
+                    raise KafkaError("", ErrorCode.OFFSET_OUT_OF_RANGE)
+                low = p.log.delete_records_before(offset)
+                parts.append({"partition_index": index, "low_watermark": low, "error_code": ErrorCode.NONE})
+            except KafkaError as exc:
+                parts.append({"partition_index": index, "low_watermark": -1, "error_code": exc.code})
+        topics.append({"name": t["name"], "partitions": parts})
+    return {"throttle_time_ms": 0, "topics": topics}
+
+
+async def handle_offset_for_leader_epoch(broker: Broker, ctx: RequestContext, req: Body) -> Body:
+    topics = []
+    for t in req["topics"]:
+        parts = []
+        for rp in t["partitions"]:
+            index = rp["partition"]
+            try:
+                p = broker.replicas.leader_partition(t["topic"], index, rp.get("current_leader_epoch", -1))
+                epoch, end = p.log.end_offset_for_epoch(rp["leader_epoch"])
+                parts.append({"error_code": ErrorCode.NONE, "partition": index, "leader_epoch": epoch,
+                              "end_offset": end})
+            except KafkaError as exc:
+                parts.append({"error_code": exc.code, "partition": index, "leader_epoch": -1, "end_offset": -1})
+        topics.append({"topic": t["topic"], "partitions": parts})
+    return {"throttle_time_ms": 0, "topics": topics}

@@ -1,0 +1,116 @@
+"""Prometheus metrics and the health endpoints, served by aiohttp on their own port.
+
+``/metrics`` for Prometheus, ``/healthz`` (the process is alive and its loop responsive) and
+``/readyz`` (logs recovered and listeners accepting: the Kubernetes readiness probe).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+
+from aiohttp import web
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+    generate_latest,
+)
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+# (topic, partition, size in bytes, log start offset, log end offset, high watermark)
+PartitionStats = tuple[str, int, int, int, int, int]
+
+
+class _PartitionCollector(Collector):
+    """Per-partition gauges read at scrape time, so nothing is updated on the hot path."""
+
+    def __init__(self, source: Callable[[], Iterable[PartitionStats]]) -> None:
+        self._source = source
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        size = GaugeMetricFamily("riverlog_log_size_bytes", "Bytes on disk per partition",
+                                 labels=["topic", "partition"])
+        start = GaugeMetricFamily("riverlog_log_start_offset", "First offset kept per partition",
+                                  labels=["topic", "partition"])
+        end = GaugeMetricFamily("riverlog_log_end_offset", "Next offset to be written per partition",
+                                labels=["topic", "partition"])
+        hw = GaugeMetricFamily("riverlog_high_watermark", "High watermark per partition",
+                               labels=["topic", "partition"])
+        count = GaugeMetricFamily("riverlog_partitions", "Partitions hosted by this broker")
+        n = 0
+        for topic, partition, size_bytes, log_start, log_end, high_watermark in self._source():
+            labels = [topic, str(partition)]
+            size.add_metric(labels, size_bytes)
+            start.add_metric(labels, log_start)
+            end.add_metric(labels, log_end)
+            hw.add_metric(labels, high_watermark)
+            n += 1
+        count.add_metric([], n)
+        yield from (size, start, end, hw, count)
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        ProcessCollector(registry=self.registry)
+        PlatformCollector(registry=self.registry)
+        r = self.registry
+        self.requests = Counter("riverlog_requests", "Requests handled", ["api"], registry=r)
+        self.request_errors = Counter("riverlog_request_errors", "Requests that failed to decode or handle",
+                                      ["api"], registry=r)
+        self.request_latency = Histogram("riverlog_request_latency_seconds", "Request handling time",
+                                         ["api"], buckets=LATENCY_BUCKETS, registry=r)
+        self.bytes_in = Counter("riverlog_bytes_in", "Record bytes appended", ["topic"], registry=r)
+        self.records_in = Counter("riverlog_records_in", "Records appended", ["topic"], registry=r)
+        self.bytes_out = Counter("riverlog_bytes_out", "Record bytes sent to consumers", ["topic"], registry=r)
+        self.records_out = Counter("riverlog_records_out", "Records sent to consumers", ["topic"], registry=r)
+        self.connections = Gauge("riverlog_connections", "Open client connections", registry=r)
+
+    def track_partitions(self, source: Callable[[], Iterable[PartitionStats]]) -> None:
+        self.registry.register(_PartitionCollector(source))
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class HealthServer:
+    """The side HTTP server. ``ready`` is flipped by the broker once it serves clients."""
+
+    def __init__(self, metrics: Metrics, host: str, port: int) -> None:
+        self.metrics = metrics
+        self.host = host
+        self.port = port
+        self.ready = False
+        self._runner: web.AppRunner | None = None
+
+    async def start(self) -> None:
+        app = web.Application()
+        app.router.add_get("/metrics", self._metrics)
+        app.router.add_get("/healthz", self._healthz)
+        app.router.add_get("/readyz", self._readyz)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host or None, self.port)
+        await site.start()
+
+    async def stop(self) -> None:
+        if self._runner:
+            await self._runner.cleanup()
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        return web.Response(body=self.metrics.render(), headers={"Content-Type": CONTENT_TYPE})
+
+    async def _healthz(self, request: web.Request) -> web.Response:
+        return web.Response(text="ok\n")
+
+    async def _readyz(self, request: web.Request) -> web.Response:
+        if self.ready:
+            return web.Response(text="ready\n")
+        return web.Response(status=503, text="starting\n")

@@ -1,0 +1,128 @@
+"""Request dispatch: header → handler → encoded response, with the protocol's error answers.
+
+Requests the broker cannot understand never hang: an unsupported ApiVersions version gets the
+v0 UNSUPPORTED_VERSION answer (so the client can retry), any other unknown key or version gets
+an UNSUPPORTED_VERSION error and the connection is closed, and undecodable bodies close it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..metrics import Metrics
+from ..protocol.api_keys import ApiKey
+from ..protocol.errors import ErrorCode
+from ..protocol.header import (
+    RequestHeader,
+    decode_request_header,
+    encode_response_header,
+    peek_header,
+    response_header_flexible,
+)
+from ..protocol.messages import api_versions
+from ..protocol.primitives import DecodeError, Reader, Writer
+from ..protocol.schema import Message
+from .connection import Connection, Response
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class RequestContext:
+    header: RequestHeader
+    connection: Connection
+
+    @property
+    def version(self) -> int:
+        return self.header.api_version
+
+
+HandlerFn = Callable[[RequestContext, dict[str, Any]], Awaitable[dict[str, Any] | None]]
+
+
+@dataclass(frozen=True)
+class Api:
+    key: int
+    request: Message
+    response: Message
+    handler: HandlerFn
+    min_version: int
+    max_version: int
+
+
+class Dispatcher:
+    def __init__(self, apis: dict[int, Api], metrics: Metrics) -> None:
+        self.apis = apis
+        self.metrics = metrics
+        self._api_versions_body = {
+            "error_code": 0,
+            "api_keys": [
+                {"api_key": a.key, "min_version": a.min_version, "max_version": a.max_version}
+                for a in sorted(apis.values(), key=lambda a: a.key)
+            ],
+        }
+
+    def supported_versions(self) -> dict[str, Any]:
+        return self._api_versions_body
+
+    async def handle(self, frame: memoryview, conn: Connection) -> Response | None:
+        reader = Reader(frame)
+        try:
+            api_key, version, correlation_id = peek_header(reader)
+        except DecodeError:
+            return Response([], close_after=True)
+        api = self.apis.get(api_key)
+        if api is None or not api.min_version <= version <= api.max_version:
+            return self._unsupported(api_key, version, correlation_id, conn)
+        started = time.perf_counter()
+        name = api.request.name.removesuffix("Request")
+        try:
+            reader.pos = 0
+            flexible = api.request.is_flexible(version)
+            header = decode_request_header(reader, flexible)
+            body = api.request.decode(reader, version)
+        except DecodeError as exc:
+            log.info("closing %s: undecodable %s v%d: %s", conn.peer, name, version, exc)
+            self.metrics.request_errors.labels(api=name).inc()
+            return Response([], close_after=True)
+        try:
+            result = await api.handler(RequestContext(header, conn), body)
+        except Exception:
+            log.exception("handler for %s v%d failed", name, version)
+            self.metrics.request_errors.labels(api=name).inc()
+            return Response([], close_after=True)
+        finally:
+            elapsed = time.perf_counter() - started
+            self.metrics.requests.labels(api=name).inc()
+            self.metrics.request_latency.labels(api=name).observe(elapsed)
+        if result is None:
+            return None  # acks=0 produce: the protocol sends no response at all
+        return Response(self._encode(api.response, api_key, version, correlation_id, result))
+
+    @staticmethod
+    def _encode(message: Message, api_key: int, version: int, correlation_id: int,
+                body: dict[str, Any]) -> list[Any]:
+        w = Writer()
+        w.int32(0)  # size, patched below once the body (and any file regions) is known
+        encode_response_header(w, correlation_id, response_header_flexible(api_key, message.is_flexible(version)))
+        message.encode_into(w, body, version)
+        w.buf[0:4] = (w.size() - 4).to_bytes(4, "big")
+        return w.chunks()
+
+    def _unsupported(self, api_key: int, version: int, correlation_id: int, conn: Connection) -> Response:
+        self.metrics.request_errors.labels(api=f"key{api_key}" if api_key not in self.apis else
+                                           self.apis[api_key].request.name.removesuffix("Request")).inc()
+        if api_key == ApiKey.API_VERSIONS:
+            # KIP-511: answer in v0 with our ranges so the client can pick a version we know.
+            body = dict(self._api_versions_body, error_code=ErrorCode.UNSUPPORTED_VERSION)
+            return Response(self._encode(api_versions.RESPONSE, api_key, 0, correlation_id, body))
+        log.info("closing %s: unsupported api key %d version %d", conn.peer, api_key, version)
+        w = Writer()
+        w.int32(6)
+        w.int32(correlation_id)
+        w.int16(ErrorCode.UNSUPPORTED_VERSION)
+        return Response([bytes(w.buf)], close_after=True)

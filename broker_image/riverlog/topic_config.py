@@ -1,0 +1,206 @@
+"""Topic-level configs: their types, validation, and defaults taken from broker properties.
+
+DescribeConfigs reports every entry here, marking which ones the topic overrides, so Kafka's
+tools show the same table they show against Kafka.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from enum import IntEnum
+
+from .config import BrokerConfig
+
+LONG_MAX = (1 << 63) - 1
+INT_MAX = (1 << 31) - 1
+
+
+class ConfigType(IntEnum):
+    """DescribeConfigs v3+ config_type values."""
+
+    UNKNOWN = 0
+    BOOLEAN = 1
+    STRING = 2
+    INT = 3
+    SHORT = 4
+    LONG = 5
+    DOUBLE = 6
+    LIST = 7
+    CLASS = 8
+    PASSWORD = 9
+
+
+class ConfigSource(IntEnum):
+    UNKNOWN = 0
+    DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+    DYNAMIC_BROKER_LOGGER_CONFIG = 6
+
+
+class InvalidConfig(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class TopicConfigDef:
+    name: str
+    type: ConfigType
+    doc: str
+    # The broker property supplying the default and how to read it (None: fixed default).
+    broker_default: Callable[[BrokerConfig], str] | None
+    fixed_default: str = ""
+    broker_key: str = ""
+    check: Callable[[str], None] | None = None
+
+
+def _int_range(lo: int, hi: int) -> Callable[[str], None]:
+    def check(value: str) -> None:
+        try:
+            n = int(value)
+        except ValueError:
+            raise InvalidConfig(f"value {value!r} is not a number") from None
+        if not lo <= n <= hi:
+            raise InvalidConfig(f"value {n} must be between {lo} and {hi}")
+
+    return check
+
+
+def _one_of(*allowed: str) -> Callable[[str], None]:
+    def check(value: str) -> None:
+        if value not in allowed:
+            raise InvalidConfig(f"value {value!r} must be one of {', '.join(allowed)}")
+
+    return check
+
+
+def _list_of(*allowed: str) -> Callable[[str], None]:
+    def check(value: str) -> None:
+        items = [v.strip() for v in value.split(",") if v.strip()]
+        bad = [v for v in items if v not in allowed]
+        if bad or not items:
+            raise InvalidConfig(f"value {value!r} must be a list of {', '.join(allowed)}")
+
+    return check
+
+
+def _double(lo: float, hi: float) -> Callable[[str], None]:
+    def check(value: str) -> None:
+        try:
+            x = float(value)
+        except ValueError:
+            raise InvalidConfig(f"value {value!r} is not a number") from None
+        if not lo <= x <= hi:
+            raise InvalidConfig(f"value {x} must be between {lo} and {hi}")
+
+    return check
+
+
+def _bool(value: str) -> None:
+    if value.lower() not in ("true", "false"):
+        raise InvalidConfig(f"value {value!r} must be true or false")
+
+
+def _prop(key: str) -> Callable[[BrokerConfig], str]:
+    return lambda cfg: cfg.get(key)
+
+
+_DEFS = [
+    TopicConfigDef("cleanup.policy", ConfigType.LIST, "delete and/or compact old segments",
+                   _prop("log.cleanup.policy"), broker_key="log.cleanup.policy",
+                   check=_list_of("delete", "compact")),
+    TopicConfigDef("compression.type", ConfigType.STRING, "final compression type of the topic",
+                   _prop("compression.type"), broker_key="compression.type",
+                   check=_one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")),
+    TopicConfigDef("delete.retention.ms", ConfigType.LONG, "how long delete tombstones are kept",
+                   None, "86400000", check=_int_range(0, LONG_MAX)),
+    TopicConfigDef("file.delete.delay.ms", ConfigType.LONG, "delay before deleting a file",
+                   _prop("log.segment.delete.delay.ms"), broker_key="log.segment.delete.delay.ms",
+                   check=_int_range(0, LONG_MAX)),
+    TopicConfigDef("flush.messages", ConfigType.LONG, "fsync after this many messages",
+                   _prop("log.flush.interval.messages"), broker_key="log.flush.interval.messages",
+                   check=_int_range(1, LONG_MAX)),
+    TopicConfigDef("flush.ms", ConfigType.LONG, "fsync after this much time",
+                   None, str(LONG_MAX), check=_int_range(0, LONG_MAX)),
+    TopicConfigDef("index.interval.bytes", ConfigType.INT, "bytes between offset index entries",
+                   _prop("log.index.interval.bytes"), broker_key="log.index.interval.bytes",
+                   check=_int_range(0, INT_MAX)),
+    TopicConfigDef("max.compaction.lag.ms", ConfigType.LONG, "maximum time a message stays uncompacted",
+                   None, str(LONG_MAX), check=_int_range(1, LONG_MAX)),
+    TopicConfigDef("max.message.bytes", ConfigType.INT, "largest record batch size allowed",
+                   _prop("message.max.bytes"), broker_key="message.max.bytes", check=_int_range(0, INT_MAX)),
+    TopicConfigDef("message.timestamp.after.max.ms", ConfigType.LONG,
+                   "how far in the future a timestamp may be",
+                   _prop("log.message.timestamp.after.max.ms"),
+                   broker_key="log.message.timestamp.after.max.ms", check=_int_range(0, LONG_MAX)),
+    TopicConfigDef("message.timestamp.before.max.ms", ConfigType.LONG,
+                   "how far in the past a timestamp may be",
+                   _prop("log.message.timestamp.before.max.ms"),
+                   broker_key="log.message.timestamp.before.max.ms", check=_int_range(0, LONG_MAX)),
+    TopicConfigDef("message.timestamp.type", ConfigType.STRING, "CreateTime or LogAppendTime",
+                   _prop("log.message.timestamp.type"), broker_key="log.message.timestamp.type",
+                   check=_one_of("CreateTime", "LogAppendTime")),
+    TopicConfigDef("min.cleanable.dirty.ratio", ConfigType.DOUBLE, "dirty ratio that triggers compaction",
+                   None, "0.5", check=_double(0.0, 1.0)),
+    TopicConfigDef("min.compaction.lag.ms", ConfigType.LONG, "minimum time a message stays uncompacted",
+                   None, "0", check=_int_range(0, LONG_MAX)),
+    TopicConfigDef("min.insync.replicas", ConfigType.INT, "replicas that must acknowledge acks=all",
+                   _prop("min.insync.replicas"), broker_key="min.insync.replicas",
+                   check=_int_range(1, INT_MAX)),
+    TopicConfigDef("preallocate", ConfigType.BOOLEAN, "preallocate segment files", None, "false", check=_bool),
+    TopicConfigDef("retention.bytes", ConfigType.LONG, "maximum partition size before deleting old segments",
+                   _prop("log.retention.bytes"), broker_key="log.retention.bytes",
+                   check=_int_range(-1, LONG_MAX)),
+    TopicConfigDef("retention.ms", ConfigType.LONG, "maximum age of a segment before it is deleted",
+                   lambda cfg: str(cfg.log_retention_ms()), broker_key="log.retention.ms",
+                   check=_int_range(-1, LONG_MAX)),
+    TopicConfigDef("segment.bytes", ConfigType.INT, "size at which a segment rolls",
+                   _prop("log.segment.bytes"), broker_key="log.segment.bytes", check=_int_range(14, INT_MAX)),
+    TopicConfigDef("segment.index.bytes", ConfigType.INT, "maximum offset index size",
+                   _prop("log.index.size.max.bytes"), broker_key="log.index.size.max.bytes",
+                   check=_int_range(4, INT_MAX)),
+    TopicConfigDef("segment.jitter.ms", ConfigType.LONG, "random jitter subtracted from segment.ms",
+                   None, "0", check=_int_range(0, LONG_MAX)),
+    TopicConfigDef("segment.ms", ConfigType.LONG, "age at which a segment rolls",
+                   lambda cfg: str(cfg.log_roll_ms()), broker_key="log.roll.ms", check=_int_range(1, LONG_MAX)),
+    TopicConfigDef("unclean.leader.election.enable", ConfigType.BOOLEAN,
+                   "allow out-of-sync replicas to become leader",
+                   _prop("unclean.leader.election.enable"), broker_key="unclean.leader.election.enable",
+                   check=_bool),
+    TopicConfigDef("message.downconversion.enable", ConfigType.BOOLEAN, "kept for tool compatibility",
+                   None, "true", check=_bool),
+]
+
+TOPIC_CONFIGS: dict[str, TopicConfigDef] = {d.name: d for d in _DEFS}
+
+
+def validate_topic_configs(configs: Mapping[str, str | None]) -> None:
+    """Raise InvalidConfig naming the first unknown key or bad value."""
+    for key, value in configs.items():
+        definition = TOPIC_CONFIGS.get(key)
+        if definition is None:
+            raise InvalidConfig(f"Unknown topic config name: {key}")
+        if value is None:
+            raise InvalidConfig(f"Null value not supported for topic config {key}")
+        if definition.check:
+            try:
+                definition.check(value)
+            except InvalidConfig as exc:
+                raise InvalidConfig(f"Invalid value {value} for configuration {key}: {exc}") from None
+
+
+def default_value(definition: TopicConfigDef, broker: BrokerConfig) -> str:
+    if definition.broker_default is None:
+        return definition.fixed_default
+    return definition.broker_default(broker)
+
+
+def effective_configs(overrides: Mapping[str, str], broker: BrokerConfig) -> dict[str, str]:
+    """Every topic config's value: the topic's override, else the broker-derived default."""
+    return {
+        name: overrides.get(name, default_value(definition, broker))
+        for name, definition in TOPIC_CONFIGS.items()
+    }
