@@ -48,25 +48,25 @@ class Reader:
         return start
 
     def int8(self) -> int:
-        return _I8.unpack_from(self.buf, self._take(1))[0]  # type: ignore[no-any-return]
+        return _I8.unpack_from(self.buf, self._take(1))[0]
 
     def int16(self) -> int:
-        return _I16.unpack_from(self.buf, self._take(2))[0]  # type: ignore[no-any-return]
+        return _I16.unpack_from(self.buf, self._take(2))[0]
 
     def uint16(self) -> int:
-        return _U16.unpack_from(self.buf, self._take(2))[0]  # type: ignore[no-any-return]
+        return _U16.unpack_from(self.buf, self._take(2))[0]
 
     def int32(self) -> int:
-        return _I32.unpack_from(self.buf, self._take(4))[0]  # type: ignore[no-any-return]
+        return _I32.unpack_from(self.buf, self._take(4))[0]
 
     def uint32(self) -> int:
-        return _U32.unpack_from(self.buf, self._take(4))[0]  # type: ignore[no-any-return]
+        return _U32.unpack_from(self.buf, self._take(4))[0]
 
     def int64(self) -> int:
-        return _I64.unpack_from(self.buf, self._take(8))[0]  # type: ignore[no-any-return]
+        return _I64.unpack_from(self.buf, self._take(8))[0]
 
     def float64(self) -> float:
-        return _F64.unpack_from(self.buf, self._take(8))[0]  # type: ignore[no-any-return]
+        return _F64.unpack_from(self.buf, self._take(8))[0]
 
     def boolean(self) -> bool:
         return self.int8() != 0

@@ -207,6 +207,22 @@ class Array(FieldType):
         return []
 
 
+class _NullDefault:
+    """Type of ``NULL``, a single marker object (copies and pickles stay the same object)."""
+
+    def __repr__(self) -> str:
+        return "NULL"
+
+    def __reduce__(self) -> str:
+        return "NULL"
+
+
+# ``f(..., default=NULL)`` is the spec's ``"default": "null"`` for a nullable field: its default
+# (what decoding yields in versions where it is absent, and what encoding writes for a missing key)
+# is None rather than the type's zero value ("" for strings, [] for arrays).
+NULL = _NullDefault()
+
+
 @dataclass(frozen=True)
 class Field:
     name: str
@@ -218,6 +234,8 @@ class Field:
     default: Any = None  # None means "the type's zero value"
 
     def default_value(self) -> Any:
+        if self.default is NULL:
+            return None
         if self.default is not None:
             return self.default
         if isinstance(self.type, Struct):
@@ -287,10 +305,9 @@ class Struct(FieldType):
         return plan
 
     def decode(self, r: Reader, flexible: bool, version: int, nullable: bool) -> Any:
-        if nullable:
-            # Nullable structs are prefixed by an int8: -1 for null, 1 for present.
-            if r.int8() < 0:
-                return None
+        # Nullable structs are prefixed by an int8: -1 for null, 1 for present.
+        if nullable and r.int8() < 0:
+            return None
         plan = self.plan(version, flexible)
         out: dict[str, Any] = {}
         for name, fld in plan.absent:

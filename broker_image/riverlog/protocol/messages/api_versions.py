@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..api_keys import ApiKey
-from ..schema import INT16, INT32, INT64, BOOL, STRING, Array, Struct, f, message
+from ..schema import BOOL, INT16, INT32, INT64, STRING, Array, Struct, f, message
 
 REQUEST = message(
     "ApiVersionsRequest",
