@@ -115,9 +115,10 @@ class Partition:
 
     # Reads -------------------------------------------------------------------------------
 
-    def read(self, offset: int, max_bytes: int, *, replica: bool = False) -> ReadInfo:
+    def read(self, offset: int, max_bytes: int, *, replica: bool = False, min_one_batch: bool = True) -> ReadInfo:
+        # Consumers see only committed data (below the high watermark); followers read to the end.
         limit = self.log.log_end_offset if replica else self.high_watermark
-        return self.log.read(offset, max_bytes, max_offset=limit)
+        return self.log.read(offset, max_bytes, max_offset=limit, min_one_batch=min_one_batch)
 
     def data_arrived(self) -> asyncio.Future[None]:
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()

@@ -45,10 +45,16 @@ HANDLERS: dict[ApiKey, BrokerHandler] = {
 }
 
 
+# Advertised minimum versions that differ from what we decode. Kafka 4 still advertises
+# Produce from v0 (and rejects v0-2 when used) because librdkafka refuses to produce compressed
+# batches to a broker whose Produce range does not start at 0 (KAFKA-18659).
+ADVERTISED_MIN = {ApiKey.PRODUCE: 0}
+
+
 def build_apis(broker: Broker) -> dict[int, Api]:
     apis: dict[int, Api] = {}
     for key, fn in HANDLERS.items():
         request, response = MESSAGES[key]
         apis[key] = Api(int(key), request, response, functools.partial(fn, broker),
-                        request.valid[0], request.valid[1])
+                        ADVERTISED_MIN.get(key, request.valid[0]), request.valid[1])
     return apis

@@ -82,8 +82,9 @@ def _collect(
                     raise KafkaError("", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                 p.check_leader(fp.get("current_leader_epoch", -1))
                 budget = min(fp["partition_max_bytes"], max_bytes - total)
-                read = p.read(fp["fetch_offset"], max(budget, 0), replica=is_replica) if budget > 0 or total == 0 \
-                    else None
+                # KIP-74: only the first partition with data may exceed the byte limits.
+                read = p.read(fp["fetch_offset"], max(budget, 0), replica=is_replica, min_one_batch=total == 0) \
+                    if budget > 0 or total == 0 else None
             except KafkaError as exc:
                 parts.append(_partition_error(index, exc.code, p))
                 had_error = True
@@ -94,7 +95,6 @@ def _collect(
             total += size
             if size:
                 metrics.bytes_out.labels(topic=topic.name).inc(size)
-                metrics.records_out.labels(topic=topic.name).inc(read.record_count if read is not None else 0)
             parts.append({
                 "partition_index": index, "error_code": ErrorCode.NONE,
                 "high_watermark": p.high_watermark, "last_stable_offset": p.high_watermark,

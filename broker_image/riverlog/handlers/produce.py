@@ -76,7 +76,7 @@ async def handle_produce(broker: Broker, ctx: RequestContext, req: Body) -> Body
 
 async def _await_replication(waits: list[tuple[asyncio.Future[None], Body]], timeout_ms: int) -> None:
     futures = [fut for fut, _ in waits]
-    pending: set[Any] = set(futures)
+    pending: set[Any] = set()
     if any(not f.done() for f in futures):
         _, pending = await asyncio.wait(futures, timeout=max(timeout_ms, 0) / 1000)
     for fut, result in waits:

@@ -16,6 +16,7 @@ import select
 import socket
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import cast
 
 from ..protocol.file_region import FileRegion
 
@@ -71,8 +72,8 @@ class Connection(asyncio.Protocol):
     # asyncio.Protocol --------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
+        # uvloop's transports implement asyncio.Transport without subclassing it.
+        self._transport = cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         sock = transport.get_extra_info("socket")

@@ -76,7 +76,7 @@ class Dispatcher:
         except DecodeError:
             return Response([], close_after=True)
         api = self.apis.get(api_key)
-        if api is None or not api.min_version <= version <= api.max_version:
+        if api is None or not api.request.supports(version) or not api.min_version <= version <= api.max_version:
             return self._unsupported(api_key, version, correlation_id, conn)
         started = time.perf_counter()
         name = api.request.name.removesuffix("Request")
