@@ -91,13 +91,18 @@ def parse_properties(text: str) -> dict[str, str]:
 
 
 def env_overrides(environ: Mapping[str, str]) -> dict[str, str]:
+    """Broker properties from ``RIVERLOG_*`` variables. Only names that map to a property the
+    broker reads are taken, so tool settings that share the prefix (RIVERLOG_BOOTSTRAP ...)
+    never leak into the broker's configuration."""
     out: dict[str, str] = {}
     for name, value in environ.items():
-        if not name.startswith(ENV_PREFIX) or name in ("RIVERLOG_TEST_TARGET", "RIVERLOG_CACHE"):
+        if not name.startswith(ENV_PREFIX):
             continue
         key = name[len(ENV_PREFIX) :].lower()
         key = key.replace("___", "\0").replace("__", "\1").replace("_", ".")
-        out[key.replace("\0", "-").replace("\1", "_")] = value
+        key = key.replace("\0", "-").replace("\1", "_")
+        if key in DEFAULTS:
+            out[key] = value
     return out
 
 

@@ -61,7 +61,7 @@ async def run_worker(host: str, port: int, work: list[FuzzCase], out: Outcomes) 
         out.by_kind[(case.kind, outcome)] += 1
         if outcome == "silent" and case.kind != "wrong-size" and not may_stay_unanswered(case.frame):
             out.violations.append((case.kind, outcome, case.frame[:64]))
-        if outcome != "answered" or case.kind in ("wrong-size", "truncated"):
+        if outcome != "answered" or case.kind in ("wrong-size", "truncated", "unknown-api"):
             # After silence or a lying frame the stream position is unknown: start afresh.
             writer.close()
             writer = None

@@ -17,7 +17,7 @@ from typing import Any
 from riverlog.protocol.header import RequestHeader, encode_request_header
 from riverlog.protocol.messages import MESSAGES
 from riverlog.protocol.primitives import Writer
-from riverlog.protocol.record_batch import build_batch
+from riverlog.protocol.record_batch import NewRecord, build_batch
 
 # Fields that would make a valid request wait a long time; clamped so the oracle stays fast.
 _WAIT_FIELDS = ("max_wait_ms", "timeout_ms", "session_timeout_ms", "rebalance_timeout_ms")
@@ -50,7 +50,7 @@ def _clamp(value: Any) -> Any:
 
 def realistic_seeds(topic: str) -> list[tuple[int, int, dict[str, Any]]]:
     """Requests a real client would send, against an existing topic."""
-    batch = build_batch([(b"k", b"v", [("h", b"x")], 1_700_000_000_000)])
+    batch = build_batch([NewRecord(b"v", b"k", [("h", b"x")], 1_700_000_000_000)])
     seeds: list[tuple[int, int, dict[str, Any]]] = []
     for v in (4, 9, 12):
         seeds.append((3, v, {"topics": [{"name": topic}], "allow_auto_topic_creation": False}))

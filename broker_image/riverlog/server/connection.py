@@ -90,7 +90,7 @@ class Connection(asyncio.Protocol):
             if size < 8 or size > self._max_frame:
                 # A frame too small to hold a header, negative or beyond socket.request.max.bytes:
                 # the stream can't be trusted any more, so close as Kafka does.
-                log.info("closing %s: invalid frame size %d (max %d)", self.peer, size, self._max_frame)
+                log.debug("closing %s: invalid frame size %d (max %d)", self.peer, size, self._max_frame)
                 self.close()
                 return
             if len(buf) < _SIZE_BYTES + size:

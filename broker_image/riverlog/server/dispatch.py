@@ -86,7 +86,7 @@ class Dispatcher:
             header = decode_request_header(reader, flexible)
             body = api.request.decode(reader, version)
         except DecodeError as exc:
-            log.info("closing %s: undecodable %s v%d: %s", conn.peer, name, version, exc)
+            log.debug("closing %s: undecodable %s v%d: %s", conn.peer, name, version, exc)
             self.metrics.request_errors.labels(api=name).inc()
             return Response([], close_after=True)
         try:
@@ -120,7 +120,7 @@ class Dispatcher:
             # KIP-511: answer in v0 with our ranges so the client can pick a version we know.
             body = dict(self._api_versions_body, error_code=ErrorCode.UNSUPPORTED_VERSION)
             return Response(self._encode(api_versions.RESPONSE, api_key, 0, correlation_id, body))
-        log.info("closing %s: unsupported api key %d version %d", conn.peer, api_key, version)
+        log.debug("closing %s: unsupported api key %d version %d", conn.peer, api_key, version)
         w = Writer()
         w.int32(6)
         w.int32(correlation_id)
