@@ -48,6 +48,7 @@ __all__ = [
     "spec_differences",
     "present_only",
     "kafka_python_build",
+    "kafka_python_values",
     "positional",
     "has_tagged_values",
     "legacy_classes",
@@ -230,7 +231,7 @@ def _spec_default(spec_field: dict[str, Any]) -> Any:
 
 def _spec_struct_fields(spec_field: dict[str, Any], common: dict[str, Any]) -> list[dict[str, Any]] | None:
     if "fields" in spec_field:
-        return spec_field["fields"]  # type: ignore[no-any-return]
+        return spec_field["fields"]
     name = spec_field["type"].removeprefix("[]")
     return common.get(name)
 
@@ -317,7 +318,12 @@ def present_only(message: Message, version: int, value: dict[str, Any]) -> dict[
         return normalize(v)
 
     flexible = message.is_flexible(version)
-    return struct(message.body, value)  # type: ignore[no-any-return]
+    return struct(message.body, value)
+
+
+def _kp_is_bitfield(fld: Any) -> bool:
+    # kafka-python patches authorized-operations int32 fields into sets of bit numbers.
+    return getattr(getattr(fld, "_type", None), "__name__", None) == "BitField"
 
 
 def kafka_python_build(kp_cls: Any, version: int, value: dict[str, Any]) -> Any:
@@ -333,10 +339,37 @@ def kafka_python_build(kp_cls: Any, version: int, value: dict[str, Any]) -> Any:
                 v = [build(fld.array_of, fld.data_class, x) for x in v]
             elif v is not None and fld.is_struct():
                 v = build(fld, fld.data_class, v)
+            elif _kp_is_bitfield(fld):
+                v = None if v == -(2**31) else {b for b in range(32) if (v & 0xFFFF_FFFF) >> b & 1}
             kwargs[name] = v
         return data_class(version=version, **kwargs)
 
     return build(kp_cls._struct, kp_cls, value)
+
+
+def kafka_python_values(obj: Any) -> dict[str, Any]:
+    """A decoded kafka-python message as our values: the fields of its version, bit sets back to
+    int32s, memoryviews as bytes."""
+
+    def conv(struct_field: Any, o: Any) -> Any:
+        if o is None:
+            return None
+        out = {}
+        for name, fld in struct_field.fields.items():
+            if not fld.for_version_q(version):
+                continue
+            v = getattr(o, name)
+            if v is not None and fld.is_struct_array():
+                v = [conv(fld.array_of, x) for x in v]
+            elif fld.is_struct():
+                v = conv(fld, v)
+            elif _kp_is_bitfield(fld):
+                v = -(2**31) if v is None else sum(1 << b for b in v) - (2**32 if 31 in v else 0)
+            out[name] = normalize(v)
+        return out
+
+    version = obj.version
+    return conv(obj._struct, obj)
 
 
 def positional(message: Message, version: int, value: dict[str, Any]) -> tuple[Any, ...]:
@@ -413,7 +446,7 @@ def legacy_version(label: str) -> int:
 
 
 def _legacy_kind(t: Any) -> str:
-    return (t if isinstance(t, type) else type(t)).__name__  # type: ignore[no-any-return]
+    return (t if isinstance(t, type) else type(t)).__name__
 
 
 def legacy_values(schema: Any, value: Any) -> Any:

@@ -1,4 +1,7 @@
-"""One module per API, each exporting REQUEST and RESPONSE; ``MESSAGES`` indexes them by key."""
+"""One module per API, each exporting REQUEST and RESPONSE; ``MESSAGES`` indexes them by key.
+
+The codec knows more APIs than the broker serves: only those with a handler are advertised.
+"""
 
 from __future__ import annotations
 
@@ -24,6 +27,22 @@ MODULES = (
     "alter_configs",
     "incremental_alter_configs",
     "describe_log_dirs",
+    "describe_producers",
+    "find_coordinator",
+    "join_group",
+    "heartbeat",
+    "leave_group",
+    "sync_group",
+    "describe_groups",
+    "list_groups",
+    "offset_commit",
+    "offset_fetch",
+    "delete_groups",
+    "offset_delete",
+    "elect_leaders",
+    "alter_partition_reassignments",
+    "list_partition_reassignments",
+    "describe_topic_partitions",
 )
 
 
