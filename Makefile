@@ -6,6 +6,9 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 PYTEST_ARGS ?=
+PORT ?= 9092
+METRICS_PORT ?= 9404
+DATA ?= ./data
 
 .PHONY: run test lint typecheck unit integration deps system-deps java-deps clean bench
 
@@ -19,9 +22,9 @@ $(STAMP): pyproject.toml
 deps: $(STAMP)
 
 run: deps
-	$(BIN)/riverlog broker --set log.dirs=./data \
-		--set listeners=PLAINTEXT://:9092 --set advertised.listeners=PLAINTEXT://localhost:9092 \
-		--set metrics.port=9404
+	$(BIN)/riverlog broker --set log.dirs=$(DATA) \
+		--set listeners=PLAINTEXT://:$(PORT) --set advertised.listeners=PLAINTEXT://localhost:$(PORT) \
+		--set metrics.port=$(METRICS_PORT)
 
 # kcat (librdkafka's CLI) comes from Debian; Kafka's Java tools and server from Maven Central.
 system-deps:

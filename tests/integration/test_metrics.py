@@ -1,0 +1,73 @@
+"""Prometheus metrics and health endpoints of a live broker, driven by a real client."""
+
+from __future__ import annotations
+
+import re
+import urllib.request
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+pytestmark = pytest.mark.integration
+
+
+def get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def sample_value(text: str, name: str, **labels: str) -> float:
+    """The value of one sample in Prometheus text format, matching all given labels."""
+    for line in text.splitlines():
+        if not line.startswith(name + "{") and not line.startswith(name + " "):
+            continue
+        if all(f'{k}="{v}"' in line for k, v in labels.items()):
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError(f"no sample {name} {labels} in metrics")
+
+
+def test_metrics_and_health(broker_factory, broker_target) -> None:
+    if broker_target != "riverlog":
+        pytest.fail("metrics endpoints are Riverlog's own; run this test against Riverlog")
+    broker = broker_factory()
+    base = broker.metrics_url.removesuffix("/metrics")
+    assert get(base + "/healthz") == (200, "ok\n")
+    assert get(base + "/readyz") == (200, "ready\n")
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic("metered", 2, 1)])["metered"].result(15)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+    for i in range(25):
+        producer.produce("metered", value=b"x" * 100, partition=i % 2)
+    assert producer.flush(15) == 0
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "m", "enable.auto.commit": False})
+    consumer.assign([TopicPartition("metered", 0, 0), TopicPartition("metered", 1, 0)])
+    got = 0
+    for _ in range(50):
+        msg = consumer.poll(0.5)
+        if msg is not None and msg.error() is None:
+            got += 1
+        if got == 25:
+            break
+    consumer.close()
+    assert got == 25
+
+    status, text = get(broker.metrics_url)
+    assert status == 200
+    assert sample_value(text, "riverlog_requests_total", api="Produce") >= 1
+    assert sample_value(text, "riverlog_requests_total", api="Fetch") >= 1
+    assert sample_value(text, "riverlog_requests_total", api="Metadata") >= 1
+    assert sample_value(text, "riverlog_request_latency_seconds_count", api="Produce") >= 1
+    assert sample_value(text, "riverlog_records_in_total", topic="metered") == 25
+    assert sample_value(text, "riverlog_bytes_in_total", topic="metered") > 25 * 100
+    assert sample_value(text, "riverlog_bytes_out_total", topic="metered") > 25 * 100
+    assert sample_value(text, "riverlog_partitions") == 2
+    sizes = [sample_value(text, "riverlog_log_size_bytes", topic="metered", partition=str(p)) for p in (0, 1)]
+    assert all(size > 0 for size in sizes)
+    assert sample_value(text, "riverlog_log_end_offset", topic="metered", partition="0") + sample_value(
+        text, "riverlog_log_end_offset", topic="metered", partition="1") == 25
+    assert re.search(r"^process_resident_memory_bytes ", text, re.M)
