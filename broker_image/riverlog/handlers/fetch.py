@@ -27,7 +27,8 @@ def _partition_error(index: int, code: ErrorCode, p: Partition | None = None) ->
         "high_watermark": p.high_watermark if p else -1,
         "last_stable_offset": p.high_watermark if p else -1,
         "log_start_offset": p.log.log_start_offset if p else -1,
-        "aborted_transactions": None, "preferred_read_replica": -1, "records": None,
+        # Kafka sends empty (not null) records with errors; librdkafka rejects a null record set.
+        "aborted_transactions": None, "preferred_read_replica": -1, "records": b"",
     }
 
 

@@ -1,0 +1,82 @@
+"""The partition's small state file and its clean-shutdown marker.
+
+Kafka keeps log start offsets, recovery points and high watermarks in per-log-directory files
+shared by all partitions; we keep one small file per partition directory instead, so a partition
+stays self-contained (moving or deleting it is one directory operation).
+
+``partition-state.checkpoint`` (text, replaced atomically)::
+
+    0
+    log_start_offset <n>
+    recovery_point <n>
+    high_watermark <n>
+
+``recovery_point``: every byte below this offset was fsynced, so a restart after a crash only
+validates segments from the one containing it onward.
+
+``.riverlog-clean-shutdown``: written last by a clean close, removed by open before anything else
+is written; present at open means the files are complete and the indexes can be trusted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from riverlog.storage.files import atomic_write, fsync_dir, fsync_path
+
+STATE_NAME = "partition-state.checkpoint"
+CLEAN_SHUTDOWN_NAME = ".riverlog-clean-shutdown"
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionState:
+    log_start_offset: int
+    recovery_point: int
+    high_watermark: int
+
+
+def read_state(directory: Path) -> PartitionState | None:
+    try:
+        lines = (directory / STATE_NAME).read_text().split("\n")
+    except (FileNotFoundError, UnicodeDecodeError):
+        return None
+    values: dict[str, int] = {}
+    try:
+        if lines[0].strip() != "0":
+            return None
+        for line in lines[1:]:
+            if line.strip():
+                key, value = line.split()
+                values[key] = int(value)
+        return PartitionState(values["log_start_offset"], values["recovery_point"], values["high_watermark"])
+    except (IndexError, KeyError, ValueError):
+        return None
+
+
+def write_state(directory: Path, state: PartitionState, *, sync: bool) -> None:
+    text = (
+        f"0\nlog_start_offset {state.log_start_offset}\nrecovery_point {state.recovery_point}\n"
+        f"high_watermark {state.high_watermark}\n"
+    )
+    atomic_write(directory / STATE_NAME, text.encode(), sync=sync)
+
+
+def sync_state(directory: Path) -> None:
+    fsync_path(directory / STATE_NAME)
+    fsync_dir(directory)
+
+
+def has_clean_shutdown(directory: Path) -> bool:
+    return (directory / CLEAN_SHUTDOWN_NAME).exists()
+
+
+def mark_clean_shutdown(directory: Path) -> None:
+    atomic_write(directory / CLEAN_SHUTDOWN_NAME, b"", sync=True)
+
+
+def clear_clean_shutdown(directory: Path) -> None:
+    path = directory / CLEAN_SHUTDOWN_NAME
+    if path.exists():
+        path.unlink()
+        fsync_dir(directory)

@@ -1,0 +1,237 @@
+"""Idempotent-producer state of one partition: per producer id, its epoch and its last batches.
+
+Why five batches: a producer keeps up to five requests in flight per partition and may retry any
+of them; a retry of one already appended must be answered with the original offsets instead of
+being written twice.
+
+Snapshots. The state at log end offset ``N`` is saved as ``<20-digit N>.producer-snapshot``
+(our own format: Kafka's ``.snapshot`` keeps only one batch per producer, and we do not want
+Kafka's tools to misread ours). Written at every segment roll and at clean shutdown; a reopen
+loads the newest valid snapshot at or below the log end offset and replays the batch headers
+after it. Layout, big-endian::
+
+    magic "RLPS" | version int16 (1) | crc uint32 (CRC-32C of everything after it)
+    offset int64 | producer count int32
+    per producer: id int64, epoch int16, last timestamp int64, batch count int8,
+        per batch: first seq int32, last seq int32, first offset int64, last offset int64,
+                   log append time int64 (-1 for CreateTime)
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import crc32c
+
+from riverlog.protocol.errors import ErrorCode, KafkaError
+from riverlog.protocol.record_batch import INT32_MAX, BatchHeader
+from riverlog.storage.files import atomic_write, offset_file_name, parse_offset_file_name
+
+NUM_BATCHES_TO_RETAIN = 5
+SNAPSHOT_SUFFIX = ".producer-snapshot"
+SNAPSHOTS_TO_KEEP = 3
+
+_MAGIC = b"RLPS"
+_VERSION = 1
+_PREFIX = struct.Struct(">4shI")
+_HEAD = struct.Struct(">qi")
+_PRODUCER = struct.Struct(">qhqb")
+_BATCH = struct.Struct(">iiqqq")
+
+
+@dataclass(frozen=True, slots=True)
+class BatchMetadata:
+    first_seq: int
+    last_seq: int
+    first_offset: int
+    last_offset: int
+    log_append_time: int  # -1 when the batch kept CreateTime
+
+
+@dataclass(slots=True)
+class ProducerEntry:
+    producer_id: int
+    epoch: int
+    last_timestamp: int
+    batches: list[BatchMetadata] = field(default_factory=list)
+
+    @property
+    def last_seq(self) -> int:
+        return self.batches[-1].last_seq if self.batches else -1
+
+    def copy(self) -> ProducerEntry:
+        return ProducerEntry(self.producer_id, self.epoch, self.last_timestamp, list(self.batches))
+
+    def find_duplicate(self, epoch: int, first_seq: int, last_seq: int) -> BatchMetadata | None:
+        if epoch != self.epoch:
+            return None
+        for batch in self.batches:
+            if batch.first_seq == first_seq and batch.last_seq == last_seq:
+                return batch
+        return None
+
+    def record(self, header: BatchHeader, first_offset: int, last_offset: int, log_append_time: int) -> None:
+        """Remember one appended batch (its offsets as assigned, not as the client sent them)."""
+        if header.producer_epoch != self.epoch:
+            self.epoch = header.producer_epoch
+            self.batches.clear()
+        self.last_timestamp = max(self.last_timestamp, header.max_timestamp)
+        if header.is_control:
+            return  # transaction markers carry no sequence numbers
+        self.batches.append(
+            BatchMetadata(header.base_sequence, header.last_sequence, first_offset, last_offset, log_append_time)
+        )
+        if len(self.batches) > NUM_BATCHES_TO_RETAIN:
+            del self.batches[0]
+
+
+def in_sequence(last_seq: int, next_seq: int) -> bool:
+    return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == INT32_MAX)
+
+
+class ProducerStateManager:
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.producers: dict[int, ProducerEntry] = {}
+
+    # --- validation (leader appends from clients) ---
+
+    def check(self, header: BatchHeader, pending: dict[int, ProducerEntry]) -> BatchMetadata | None:
+        """Validate ``header`` against the producer's state (including batches earlier in the same
+        request, held in ``pending``). Returns the original batch if this one is a duplicate."""
+        entry = pending.get(header.producer_id) or self.producers.get(header.producer_id)
+        if entry is None:
+            # No state: first batch of a new producer, or its state went with retention or an
+            # expiry. Kafka accepts any sequence here rather than failing the producer.
+            return None
+        duplicate = entry.find_duplicate(header.producer_epoch, header.base_sequence, header.last_sequence)
+        if duplicate is not None:
+            return duplicate
+        if header.producer_epoch < entry.epoch:
+            raise KafkaError(
+                f"producer {header.producer_id} epoch {header.producer_epoch} is older than {entry.epoch}",
+                ErrorCode.INVALID_PRODUCER_EPOCH,
+            )
+        if header.producer_epoch > entry.epoch:
+            if header.base_sequence != 0:
+                raise KafkaError(
+                    f"producer {header.producer_id} new epoch {header.producer_epoch} must start at sequence 0,"
+                    f" got {header.base_sequence}",
+                    ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                )
+            return None
+        if not in_sequence(entry.last_seq, header.base_sequence):
+            raise KafkaError(
+                f"producer {header.producer_id} sequence {header.base_sequence} does not follow {entry.last_seq}",
+                ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+            )
+        return None
+
+    def pending_entry(self, producer_id: int, pending: dict[int, ProducerEntry], epoch: int) -> ProducerEntry:
+        entry = pending.get(producer_id)
+        if entry is None:
+            current = self.producers.get(producer_id)
+            entry = current.copy() if current else ProducerEntry(producer_id, epoch, -1)
+            pending[producer_id] = entry
+        return entry
+
+    def commit(self, pending: dict[int, ProducerEntry]) -> None:
+        self.producers.update(pending)
+
+    # --- replay (recovery, follower appends) ---
+
+    def replay(self, header: BatchHeader, log_append_time: int = -1) -> None:
+        if header.producer_id < 0:
+            return
+        entry = self.producers.get(header.producer_id)
+        if entry is None:
+            entry = self.producers[header.producer_id] = ProducerEntry(header.producer_id, header.producer_epoch, -1)
+        entry.record(header, header.base_offset, header.last_offset, log_append_time)
+
+    def expire(self, now_ms: int, expiration_ms: int) -> int:
+        expired = [pid for pid, e in self.producers.items() if now_ms - e.last_timestamp >= expiration_ms]
+        for pid in expired:
+            del self.producers[pid]
+        return len(expired)
+
+    def clear(self) -> None:
+        self.producers.clear()
+
+    # --- snapshots ---
+
+    def snapshot_path(self, offset: int) -> Path:
+        return self.directory / offset_file_name(offset, SNAPSHOT_SUFFIX)
+
+    def snapshot_offsets(self) -> list[int]:
+        offsets = []
+        for name in os.listdir(self.directory):
+            offset = parse_offset_file_name(name, SNAPSHOT_SUFFIX)
+            if offset is not None:
+                offsets.append(offset)
+        return sorted(offsets)
+
+    def encode(self, offset: int) -> bytes:
+        body = bytearray(_HEAD.pack(offset, len(self.producers)))
+        for entry in self.producers.values():
+            body += _PRODUCER.pack(entry.producer_id, entry.epoch, entry.last_timestamp, len(entry.batches))
+            for b in entry.batches:
+                body += _BATCH.pack(b.first_seq, b.last_seq, b.first_offset, b.last_offset, b.log_append_time)
+        return _PREFIX.pack(_MAGIC, _VERSION, crc32c.crc32c(bytes(body))) + bytes(body)
+
+    def write_snapshot(self, offset: int, *, sync: bool) -> Path:
+        path = self.snapshot_path(offset)
+        atomic_write(path, self.encode(offset), sync=sync)
+        self.prune_snapshots(keep=SNAPSHOTS_TO_KEEP)
+        return path
+
+    def prune_snapshots(self, *, keep: int) -> None:
+        for offset in self.snapshot_offsets()[:-keep] if keep else self.snapshot_offsets():
+            self.snapshot_path(offset).unlink(missing_ok=True)
+
+    def delete_snapshots_above(self, offset: int) -> None:
+        for snap in self.snapshot_offsets():
+            if snap > offset:
+                self.snapshot_path(snap).unlink(missing_ok=True)
+
+    @staticmethod
+    def decode(data: bytes) -> tuple[int, dict[int, ProducerEntry]] | None:
+        """Parse a snapshot; None if it is damaged (a torn write or bit rot)."""
+        try:
+            magic, version, crc = _PREFIX.unpack_from(data, 0)
+            body = data[_PREFIX.size :]
+            if magic != _MAGIC or version != _VERSION or crc32c.crc32c(body) != crc:
+                return None
+            offset, count = _HEAD.unpack_from(body, 0)
+            pos = _HEAD.size
+            producers: dict[int, ProducerEntry] = {}
+            for _ in range(count):
+                pid, epoch, last_ts, nbatches = _PRODUCER.unpack_from(body, pos)
+                pos += _PRODUCER.size
+                entry = ProducerEntry(pid, epoch, last_ts)
+                for _ in range(nbatches):
+                    entry.batches.append(BatchMetadata(*_BATCH.unpack_from(body, pos)))
+                    pos += _BATCH.size
+                producers[pid] = entry
+            if pos != len(body):
+                return None
+            return offset, producers
+        except struct.error:
+            return None
+
+    def load_latest_snapshot(self, max_offset: int) -> int | None:
+        """Load the newest valid snapshot at or below ``max_offset``; returns its offset."""
+        for offset in reversed(self.snapshot_offsets()):
+            if offset > max_offset:
+                continue
+            try:
+                decoded = self.decode(self.snapshot_path(offset).read_bytes())
+            except OSError:
+                decoded = None
+            if decoded is None or decoded[0] != offset:
+                continue
+            self.producers = decoded[1]
+            return offset
+        return None
