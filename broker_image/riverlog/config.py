@@ -46,6 +46,7 @@ DEFAULTS: dict[str, str] = {
     "log.segment.delete.delay.ms": "60000",
     "log.flush.interval.messages": "9223372036854775807",
     "log.flush.interval.ms": "",
+    "log.flush.offset.checkpoint.interval.ms": "60000",
     "log.message.timestamp.type": "CreateTime",
     "log.cleanup.policy": "delete",
     "compression.type": "producer",

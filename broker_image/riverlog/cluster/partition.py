@@ -35,6 +35,7 @@ class Partition:
     isr: tuple[int, ...] = ()
     min_insync_replicas: int = 1
     followers: dict[int, ReplicaState] = field(default_factory=dict)
+    flush_pending: bool = False
     # Futures resolved when the high watermark moves (acks=all) or data arrives (fetch waits).
     _hw_waiters: list[tuple[int, asyncio.Future[None]]] = field(default_factory=list)
     _data_waiters: list[asyncio.Future[None]] = field(default_factory=list)

@@ -168,8 +168,12 @@ class ReplicaManager:
                 log.exception("maintenance of %s-%d failed", p.topic, p.index)
 
     def flush_all(self) -> None:
+        """fsync every log (called from a worker thread; a log deleted meanwhile is skipped)."""
         for p in list(self.partitions.values()):
-            p.log.flush()
+            try:
+                p.log.flush()
+            except Exception:
+                log.exception("flushing %s-%d failed", p.topic, p.index)
 
     def close(self) -> None:
         for p in self.partitions.values():

@@ -54,6 +54,8 @@ async def handle_produce(broker: Broker, ctx: RequestContext, req: Body) -> Body
                 if not records:
                     raise KafkaError("produce request without record batches", ErrorCode.INVALID_RECORD)
                 info = partition.append(records, acks=acks, now_ms=timestamp)
+                if partition.log.needs_flush:
+                    broker.flush_soon(partition)
             except KafkaError as exc:
                 parts.append(_error(index, exc.code, exc.message))
                 continue
