@@ -18,7 +18,14 @@ from ..protocol.errors import ErrorCode
 from ..protocol.primitives import ZERO_UUID
 from .bootstrap import format_address, parse_bootstrap
 from .connection import BrokerConnection
-from .errors import BrokerError, BrokerUnreachableError, ClientError, ConnectionClosedError, check_error
+from .errors import (
+    BrokerError,
+    BrokerUnreachableError,
+    ClientError,
+    ConnectionClosedError,
+    RequestTimeoutError,
+    check_error,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,12 +185,18 @@ class Cluster:
             candidates += [(b.host, b.port) for b in self.metadata.brokers.values()]
         candidates += [a for a in self.bootstrap if a not in candidates]
         reasons: list[str] = []
+        errors: list[ClientError] = []
         for host, port in candidates:
             try:
                 return await self._connect(host, port)
-            except BrokerUnreachableError as exc:
-                if exc.reason not in reasons:
-                    reasons.append(exc.reason)
+            except (BrokerUnreachableError, ConnectionClosedError, RequestTimeoutError) as exc:
+                # Try the next address: one dead or wrong bootstrap entry must not stop us.
+                errors.append(exc)
+                reason = exc.reason if isinstance(exc, BrokerUnreachableError) else str(exc)
+                if reason not in reasons:
+                    reasons.append(reason)
+        if len(errors) == 1:
+            raise errors[0]
         raise BrokerUnreachableError([format_address(h, p) for h, p in candidates], "; ".join(reasons))
 
     async def connection_to(self, node_id: int) -> BrokerConnection:

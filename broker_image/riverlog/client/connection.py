@@ -127,7 +127,8 @@ class BrokerConnection:
         conn = cls(reader, writer, host, port, client_id=client_id, request_timeout=request_timeout)
         if negotiate:
             try:
-                await conn.negotiate_versions()
+                # A peer that accepts but never answers is as unreachable as one that refuses.
+                await conn.negotiate_versions(timeout=connect_timeout)
             except BaseException:
                 await conn.close()
                 raise
@@ -158,14 +159,14 @@ class BrokerConnection:
 
     # --- version negotiation --------------------------------------------------------------------
 
-    async def negotiate_versions(self) -> None:
+    async def negotiate_versions(self, timeout: float | None = None) -> None:
         """ApiVersions at our highest version; if the broker refuses it, retry at the highest
         version it says it supports (its refusal is always readable: a v0 body, see _decode)."""
         request, _ = MESSAGES[ApiKey.API_VERSIONS]
         version = request.valid[1]
         body = {"client_software_name": CLIENT_SOFTWARE_NAME, "client_software_version": CLIENT_SOFTWARE_VERSION}
         for _attempt in range(2):
-            response = await self.request(ApiKey.API_VERSIONS, body, version)
+            response = await self.request(ApiKey.API_VERSIONS, body, version, timeout=timeout)
             ranges = {e["api_key"]: (e["min_version"], e["max_version"]) for e in response["api_keys"]}
             if response["error_code"] == ErrorCode.UNSUPPORTED_VERSION and ApiKey.API_VERSIONS in ranges:
                 broker_max = ranges[ApiKey.API_VERSIONS][1]

@@ -23,7 +23,15 @@ from ..protocol.errors import ErrorCode, KafkaError
 from ..protocol.primitives import ZERO_UUID
 from ..protocol.record_batch import Compression, NewRecord, build_batch
 from .cluster import Cluster, TopicInfo
-from .errors import RETRIABLE_CODES, STALE_METADATA_CODES, BrokerError, ClientError, ConnectionClosedError
+from .errors import (
+    RETRIABLE_CODES,
+    STALE_METADATA_CODES,
+    BrokerError,
+    BrokerUnreachableError,
+    ClientError,
+    ConnectionClosedError,
+    RequestTimeoutError,
+)
 from .partitioner import DefaultPartitioner
 
 log = logging.getLogger(__name__)
@@ -33,6 +41,9 @@ _FIRST_TOPIC_ID_VERSION = 13
 # Per-record framing overhead in a batch (length, attributes, deltas, counts): an upper bound
 # used only to decide when a batch is full.
 _RECORD_OVERHEAD = 24
+
+# Transport failures after which resending may work (a restarted or replaced leader).
+_TRANSIENT = (ConnectionClosedError, BrokerUnreachableError, RequestTimeoutError, OSError)
 
 COMPRESSION_NAMES = {c.name.lower(): c for c in Compression}
 
@@ -155,8 +166,7 @@ class Producer:
         if self._closed:
             return
         if flush and self._fatal is None:
-            with contextlib.suppress(Exception):
-                await self.flush()
+            await self.flush()
         self._closed = True
         if self._sender is not None:
             self._sender.cancel()
@@ -280,6 +290,21 @@ class Producer:
     # --- the sender -----------------------------------------------------------------------------
 
     async def _sender_loop(self) -> None:
+        try:
+            await self._send_forever()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            # A bug, not a broker problem: fail every pending record rather than hang flush().
+            log.exception("producer sender stopped")
+            self._fatal = ClientError(f"producer failed: {exc!r}")
+            self._ready.extend(self._open.values())
+            self._open.clear()
+            for batch in [*self._ready, *self._unfinished]:
+                await self._finish(batch, error=self._fatal)
+            self._ready.clear()
+
+    async def _send_forever(self) -> None:
         while True:
             await self._wakeup.wait()
             self._wakeup.clear()
@@ -426,7 +451,7 @@ class Producer:
         """Requeue the batch after a backoff if the error is transient and time remains."""
         batch.attempts += 1
         batch.last_error = error
-        retriable = isinstance(error, ConnectionClosedError | OSError) or (
+        retriable = isinstance(error, _TRANSIENT) or (
             isinstance(error, BrokerError) and error.code in RETRIABLE_CODES
         )
         if not retriable or time.monotonic() > batch.created + self.delivery_timeout:

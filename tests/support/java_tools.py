@@ -1,0 +1,105 @@
+"""Run Apache Kafka's own Java command-line tools (kafka-topics, console producer/consumer, ...).
+
+The shell scripts of a Kafka release are thin wrappers around ``java -cp <libs>/* <MainClass>``;
+we call the main classes directly with the jars that ``bench/kafka_dist.py`` installs from
+Maven Central. In Kafka 4.x the tools are Java classes under ``org.apache.kafka.tools``.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from support.brokers import kafka_dist
+
+TOPIC_COMMAND = kafka_dist.TOPIC_COMMAND_MAIN  # kafka-topics.sh
+CONSOLE_PRODUCER = kafka_dist.CONSOLE_PRODUCER_MAIN  # kafka-console-producer.sh
+CONSOLE_CONSUMER = kafka_dist.CONSOLE_CONSUMER_MAIN  # kafka-console-consumer.sh
+GET_OFFSET_SHELL = kafka_dist.GET_OFFSET_SHELL_MAIN  # kafka-get-offsets.sh
+DELETE_RECORDS = kafka_dist.DELETE_RECORDS_MAIN  # kafka-delete-records.sh
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    args: list[str]
+    returncode: int
+    stdout: str
+    stderr: str
+
+    def describe(self) -> str:
+        """Everything needed to understand a failed tool run, for assertion messages."""
+        return (
+            f"command: {' '.join(self.args)}\nexit code: {self.returncode}\n"
+            f"--- stdout ---\n{self.stdout[-6000:]}\n--- stderr ---\n{self.stderr[-6000:]}"
+        )
+
+
+class JavaTools:
+    """Runs Kafka tool main classes with a bounded wall-clock time."""
+
+    def __init__(self, libs: Path, *, heap: str = "256m") -> None:
+        self.libs = Path(libs)
+        self.heap = heap
+
+    def run(
+        self,
+        main_class: str,
+        args: Sequence[str],
+        *,
+        stdin: str | None = None,
+        timeout: float = 90.0,
+        check: bool = True,
+    ) -> ToolResult:
+        # Tool output (what we assert on) is on stdout; slf4j logging goes to stderr at WARN so
+        # that a failure's cause is visible without drowning the output.
+        cmd = kafka_dist.java_command(self.libs, main_class, list(args), heap=self.heap)
+        try:
+            proc = subprocess.run(
+                cmd,
+                input=stdin,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+            )
+        except subprocess.TimeoutExpired as exc:
+            out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else exc.stdout
+            err = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else exc.stderr
+            raise AssertionError(
+                f"{main_class} did not finish within {timeout:.0f}s\n"
+                f"command: {' '.join(cmd)}\n--- stdout ---\n{out}\n--- stderr ---\n{err}"
+            ) from exc
+        result = ToolResult(cmd, proc.returncode, proc.stdout, proc.stderr)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"{main_class} failed\n{result.describe()}")
+        return result
+
+    # --- thin wrappers named after the shell scripts ----------------------------------------
+
+    def topics(self, bootstrap: str, *args: str, **kwargs: object) -> ToolResult:
+        return self.run(TOPIC_COMMAND, ["--bootstrap-server", bootstrap, *args], **kwargs)  # type: ignore[arg-type]
+
+    def console_producer(
+        self, bootstrap: str, topic: str, lines: Sequence[str], *args: str, timeout: float = 90.0
+    ) -> ToolResult:
+        stdin = "".join(line + "\n" for line in lines)
+        return self.run(
+            CONSOLE_PRODUCER,
+            ["--bootstrap-server", bootstrap, "--topic", topic, *args],
+            stdin=stdin,
+            timeout=timeout,
+        )
+
+    def console_consumer(
+        self, bootstrap: str, topic: str, *args: str, timeout: float = 90.0, check: bool = True
+    ) -> ToolResult:
+        return self.run(
+            CONSOLE_CONSUMER,
+            ["--bootstrap-server", bootstrap, "--topic", topic, *args],
+            timeout=timeout,
+            check=check,
+        )
+
+    def get_offsets(self, bootstrap: str, *args: str, timeout: float = 90.0) -> ToolResult:
+        return self.run(GET_OFFSET_SHELL, ["--bootstrap-server", bootstrap, *args], timeout=timeout)
