@@ -125,7 +125,6 @@ def test_version_ranges(mod: Any) -> None:
 
 @pytest.mark.parametrize("message", MESSAGES, ids=lambda m: m.name)
 def test_schema_matches_kafka_json(message: Message) -> None:
-    pytest.importorskip("kafka.protocol.schemas.load_json")
     spec = spec_json(message)
     assert not spec.get("latestVersionUnstable")
     assert spec_versions(spec["validVersions"]) == message.valid
@@ -133,7 +132,6 @@ def test_schema_matches_kafka_json(message: Message) -> None:
 
 
 def test_spec_comparison_catches_mistakes() -> None:
-    pytest.importorskip("kafka.protocol.schemas.load_json")
     result = Struct([f("partition_id", INT16), f("error_code", INT16), f("error_message", STRING)])
     wrong = message(
         "ElectLeadersResponse",
@@ -301,7 +299,6 @@ def test_describe_topic_partitions_cursor() -> None:
 
 
 def _kafka_python_class(m: Message) -> Any:
-    pytest.importorskip("kafka.protocol.api_message")
     from kafka.protocol.admin import cluster, configs, topics
 
     for mod in (topics, configs, cluster):

@@ -269,13 +269,11 @@ def _kafka_python_classes() -> dict[tuple[int, bool], Any]:
 
 
 def _kp(message: Message) -> Any:
-    pytest.importorskip("kafka.protocol.api_message")
     return _kafka_python_classes()[(message.api_key, message.name.endswith("Request"))]
 
 
 @pytest.mark.parametrize("message", MESSAGES, ids=lambda m: m.name)
 def test_schema_matches_kafka_json(message: Message) -> None:
-    pytest.importorskip("kafka.protocol.schemas.load_json")
     spec = spec_json(message)
     lo, hi = spec_versions(spec["validVersions"])
     if message.api_key == ApiKey.INIT_PRODUCER_ID:
@@ -327,7 +325,8 @@ def _legacy_cases() -> list[Any]:
     for label, cls in legacy_classes():
         version = legacy_version(label)
         message = by_key.get((cls.API_KEY, "Request" in label.rsplit(".", 1)[-1]))
-        if message is not None and message.supports(version):
+        # The legacy classes can't encode tagged fields, so versions that carry them are left out.
+        if message is not None and message.supports(version) and not has_tagged_values(message, version):
             marks = []
             if label.startswith("aiokafka.protocol.offset.OffsetRequest_v") and version >= 4:
                 # aiokafka declares ListOffsets' current_leader_epoch as Int64; the spec (and
@@ -401,8 +400,6 @@ def test_legacy_cross_check_coverage() -> None:
 
 @pytest.mark.parametrize(("legacy", "message", "version"), LEGACY_CASES)
 def test_legacy_codec_agrees(legacy: Any, message: Message, version: int) -> None:
-    if has_tagged_values(message, version):
-        pytest.skip("the legacy classes can't encode tagged fields")
     for nulls in (False, True):
         value = sample(message, version, nulls=nulls)
         ours = message.encode(value, version)

@@ -125,7 +125,6 @@ def test_version_ranges(mod: Any) -> None:
 
 @pytest.mark.parametrize("message", MESSAGES, ids=lambda m: m.name)
 def test_schema_matches_kafka_json(message: Message) -> None:
-    pytest.importorskip("kafka.protocol.schemas.load_json")
     spec = spec_json(message)
     assert not spec.get("latestVersionUnstable")
     assert spec_versions(spec["validVersions"]) == message.valid
@@ -303,7 +302,6 @@ def test_delete_groups_and_offset_delete() -> None:
 
 
 def _kafka_python_class(m: Message) -> Any:
-    pytest.importorskip("kafka.protocol.api_message")
     from kafka.protocol.admin import groups
     from kafka.protocol.consumer import group
     from kafka.protocol.metadata import find_coordinator as kp_find_coordinator
