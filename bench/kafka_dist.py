@@ -20,6 +20,8 @@ CLI:
 
     python bench/kafka_dist.py install     # prints the libs directory
     python bench/kafka_dist.py run --port 9092 --log-dir /tmp/k   # foreground broker
+    python bench/kafka_dist.py api-usage LOG...  # API versions per client, from a broker log
+                                                 # written with RIVERLOG_KAFKA_REQUEST_LOG=1
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import argparse
 import base64
 import contextlib
 import fcntl
+import json
 import os
 import shutil
 import signal
@@ -192,8 +195,13 @@ def java_command(
 
 def random_cluster_id() -> str:
     # Kafka's cluster ids are 16 random bytes in URL-safe base64 without padding (what
-    # `kafka-storage random-uuid` prints).
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    # `kafka-storage random-uuid` prints). Like Kafka we never hand out one that starts with
+    # '-': the storage tool's argument parser would read it as an option ("expected one
+    # argument"), which made one format in 64 fail.
+    while True:
+        candidate = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not candidate.startswith("-"):
+            return candidate
 
 
 def server_properties(
@@ -485,6 +493,31 @@ class KafkaServer:
         self.stop()
 
 
+def api_usage(log_files: Sequence[Path]) -> dict[str, dict[str, set[int]]]:
+    """From broker logs written with the request logger on: {client id: {API: versions}}.
+
+    Kafka's request logger prints one JSON document per completed request; the header names the
+    API key and version and the client id. Requests on the controller listener (the broker
+    talking to its own controller) are left out.
+    """
+    usage: dict[str, dict[str, set[int]]] = {}
+    marker = "Completed request:"
+    for path in log_files:
+        for line in Path(path).read_text(errors="replace").splitlines():
+            at = line.find(marker)
+            if at < 0 or "CONTROLLER" in line[:at]:
+                continue
+            try:
+                header = json.loads(line[at + len(marker):])["requestHeader"]
+            except (ValueError, KeyError):
+                continue
+            api = f"{header['requestApiKeyName']}({header['requestApiKey']})"
+            usage.setdefault(str(header.get("clientId")), {}).setdefault(api, set()).add(
+                int(header["requestApiVersion"])
+            )
+    return usage
+
+
 def _main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--version", default=None, help="Kafka version (default %(default)s)")
@@ -496,7 +529,20 @@ def _main(argv: Sequence[str] | None = None) -> int:
     run.add_argument("--controller-port", type=int, default=0)
     run.add_argument("--log-dir", type=Path, required=True)
     run.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    usage = sub.add_parser(
+        "api-usage",
+        help="summarise which API versions each client sent, from logs of a broker run with "
+        "RIVERLOG_KAFKA_REQUEST_LOG=1",
+    )
+    usage.add_argument("logs", nargs="+", type=Path)
     args = parser.parse_args(argv)
+
+    if args.command == "api-usage":
+        for client, apis in sorted(api_usage(args.logs).items()):
+            print(client)
+            for api, versions in sorted(apis.items(), key=lambda kv: int(kv[0].rsplit("(", 1)[1][:-1])):
+                print(f"    {api}: v{','.join(str(v) for v in sorted(versions))}")
+        return 0
 
     libs = install(args.version, quiet=True)
     if args.command == "install":

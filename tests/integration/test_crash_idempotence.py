@@ -10,6 +10,7 @@ produce order.
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections import Counter, defaultdict
@@ -53,6 +54,9 @@ class Acks:
         with self.lock:
             return len(self.ok)
 
+    def reached(self, target: int) -> bool:
+        return self.count() >= target
+
 
 def test_idempotent_producer_survives_broker_kills(broker: BrokerProcess) -> None:
     create_topic(broker.bootstrap, TOPIC, PARTITIONS)
@@ -87,7 +91,7 @@ def test_idempotent_producer_survives_broker_kills(broker: BrokerProcess) -> Non
                 # Count from the end of the previous restart, so every crash interrupts a
                 # stream that the restarted broker was demonstrably acknowledging again.
                 target = acks.count() + ACKS_BETWEEN_CRASHES
-                wait_until(lambda t=target: acks.count() >= t, timeout=90, interval=0.05,
+                wait_until(functools.partial(acks.reached, target), timeout=90, interval=0.05,
                            message=f"{target} acknowledged records before crash {crash + 1}")
                 crash_log.append(f"kill #{crash + 1} at {acks.count()} acks")
                 broker.kill()
@@ -159,8 +163,8 @@ def test_idempotent_producer_survives_broker_kills(broker: BrokerProcess) -> Non
         assert offsets == list(range(ends[p])), f"partition {p}: offsets not contiguous from 0"
         for r in part:
             by_key[(p, r.key)].append(int(r.value or b"-1"))
-    for (p, key), values in by_key.items():
-        assert values == sorted(values), f"partition {p} key {key!r}: out of produce order"
+    for (p, record_key), values in by_key.items():
+        assert values == sorted(values), f"partition {p} key {record_key!r}: out of produce order"
         assert all(keys_of[v] == keys_of[values[0]] for v in values)
     broker.assert_alive()
     print(f"produced {produced} records; {'; '.join(crash_log)}")

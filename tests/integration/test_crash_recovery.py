@@ -159,10 +159,10 @@ def test_kill_during_heavy_writes_then_recover(broker_factory: Any) -> None:
     # The first copy of an acknowledged record is at the acknowledged offset, unless an earlier
     # retry copy exists; either way the acknowledged offset must hold that same record.
     by_position = {(r.partition, r.offset): r for part in records.values() for r in part}
-    for ident, ((p, o, _), _) in moved.items():
-        r = by_position.get((p, o))
-        assert r is not None and dict(r.headers)["id"] == ident.encode(), (
-            f"{ident} acknowledged at {p}/{o}, which now holds {r}"
+    for name, ((p, o, _), _) in moved.items():
+        holder = by_position.get((p, o))
+        assert holder is not None and dict(holder.headers)["id"] == name.encode(), (
+            f"{name} acknowledged at {p}/{o}, which now holds {holder}"
         )
 
     # Offsets by timestamp after recovery (the time indexes were rebuilt or reloaded).

@@ -27,7 +27,13 @@ from support.clients import (
     wait_until,
 )
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.timeout(180),
+    # kafka-python 3.0.12 loads its protocol schemas through importlib.resources APIs that
+    # Python deprecates; the noise says nothing about the broker.
+    pytest.mark.filterwarnings("ignore:(read|open)_text is deprecated:DeprecationWarning"),
+]
 
 SEGMENT_BYTES = 1024 * 1024  # Kafka 4.x's minimum segment.bytes
 RETENTION_MS = 3000

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
@@ -48,7 +48,7 @@ def wait_until(
 
 
 def admin(bootstrap: str, **conf: object) -> AdminClient:
-    settings: dict[str, object] = {"bootstrap.servers": bootstrap, "log_level": 3}
+    settings: dict[str, Any] = {"bootstrap.servers": bootstrap, "log_level": 3}
     settings.update(conf)
     return AdminClient(settings)
 
@@ -127,7 +127,7 @@ def consume_range(
     Uses manual assignment and no commits: no consumer group is needed on the broker (librdkafka
     insists on a group.id setting, but assign() never joins the group).
     """
-    settings: dict[str, object] = {
+    settings: dict[str, Any] = {
         "bootstrap.servers": bootstrap,
         "group.id": "riverlog-tests-unused",
         "enable.auto.commit": False,
@@ -161,22 +161,28 @@ def consume_range(
                 if err.code() == KafkaError._PARTITION_EOF:
                     continue
                 raise KafkaException(err)
-            p = msg.partition()
-            if msg.offset() >= end_offsets[p]:
+            p, offset = msg.partition(), msg.offset()
+            assert p is not None and offset is not None, "a record without partition or offset"
+            if offset >= end_offsets[p]:
                 todo.discard(p)
                 continue
             out[p].append(
                 Record(
                     partition=p,
-                    offset=msg.offset(),
+                    offset=offset,
                     key=msg.key(),
                     value=msg.value(),
-                    headers=tuple(msg.headers() or ()),
+                    headers=_headers(msg),
                     timestamp=msg.timestamp()[1],
                 )
             )
-            if msg.offset() + 1 >= end_offsets[p]:
+            if offset + 1 >= end_offsets[p]:
                 todo.discard(p)
     finally:
         consumer.close()
     return out
+
+
+def _headers(msg: Any) -> tuple[tuple[str, bytes | None], ...]:
+    # librdkafka hands headers over as a list of (name, bytes-or-None) pairs, in wire order.
+    return tuple((str(name), value) for name, value in (msg.headers() or ()))
