@@ -21,6 +21,8 @@ from .config import BrokerConfig
 from .controller.image import MetadataImage
 from .controller.local import LocalController, read_or_create_cluster_id
 from .controller.records import Endpoint
+from .coordinator.config import GroupConfig
+from .coordinator.runtime import GroupCoordinator
 from .handlers import build_apis
 from .metrics import HealthServer, Metrics
 from .server.connection import Connection
@@ -46,6 +48,9 @@ class Broker:
         self.replicas = ReplicaManager(config, self.node_id, self.log_dir)
         self.metrics = Metrics()
         self.metrics.track_partitions(self.replicas.stats)
+        self.coordinator = GroupCoordinator(GroupConfig.from_broker(config), self.node_id, self.replicas,
+                                            self.controller)
+        self.metrics.track_consumer_groups(self.coordinator.offset_samples, self.coordinator.group_samples)
         self.dispatcher = Dispatcher(build_apis(self), self.metrics)
         self.health = HealthServer(self.metrics, config.get("metrics.host"), config.get_int("metrics.port"))
         self.connections: set[Connection] = set()
@@ -63,6 +68,9 @@ class Broker:
         self.controller.replay()
         await loop.run_in_executor(None, self.replicas.load, self.controller.image, now_ms())
         self.controller.subscribe(lambda old, new: self.replicas.on_image(old, new, now_ms()))
+        # After the replica manager: the coordinator loads the offsets partitions it now leads.
+        self.controller.subscribe(lambda old, new: self.coordinator.on_image(new))
+        self.coordinator.on_image(self.controller.image)
         await self.health.start()
         endpoints = [Endpoint(lst.name, lst.host, lst.port) for lst in self.config.advertised_listeners()]
         await self.controller.register_broker(endpoints, self.config.get("broker.rack") or None)
@@ -135,6 +143,7 @@ class Broker:
             server.close()
         for conn in list(self.connections):
             conn.close()
+        await self.coordinator.stop()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:

@@ -59,6 +59,15 @@ DEFAULTS: dict[str, str] = {
     "offsets.topic.num.partitions": "50",
     "offsets.topic.replication.factor": "1",
     "group.initial.rebalance.delay.ms": "3000",
+    "group.min.session.timeout.ms": "6000",
+    "group.max.session.timeout.ms": "1800000",
+    "group.max.size": "2147483647",
+    "offset.metadata.max.bytes": "4096",
+    "offsets.retention.minutes": "10080",
+    "offsets.retention.check.interval.ms": "600000",
+    "offsets.commit.timeout.ms": "5000",
+    "offsets.topic.segment.bytes": "104857600",
+    "offsets.load.buffer.size": "5242880",
     "unclean.leader.election.enable": "false",
     "log.message.timestamp.before.max.ms": "9223372036854775807",
     "log.message.timestamp.after.max.ms": "3600000",
@@ -183,6 +192,14 @@ class BrokerConfig:
     def _validate(self) -> None:
         for key in ("node.id", "num.partitions", "default.replication.factor", "message.max.bytes",
                     "socket.request.max.bytes", "log.segment.bytes", "metrics.port"):
+            self.get_int(key)
+        for key in ("offsets.topic.num.partitions", "offsets.topic.replication.factor"):
+            if self.get_int(key) < 1:
+                raise ConfigError(f"{key} must be at least 1, got {self.get(key)}")
+        for key in ("group.initial.rebalance.delay.ms", "group.min.session.timeout.ms",
+                    "group.max.session.timeout.ms", "group.max.size", "offset.metadata.max.bytes",
+                    "offsets.retention.minutes", "offsets.retention.check.interval.ms",
+                    "offsets.commit.timeout.ms", "offsets.topic.segment.bytes", "offsets.load.buffer.size"):
             self.get_int(key)
         for key in ("auto.create.topics.enable", "delete.topic.enable"):
             self.get_bool(key)

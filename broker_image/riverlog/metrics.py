@@ -26,6 +26,10 @@ LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0
 
 # (topic, partition, size in bytes, log start offset, log end offset, high watermark)
 PartitionStats = tuple[str, int, int, int, int, int]
+# (group, topic, partition, committed offset, high watermark or None when not hosted here)
+GroupOffsetStats = tuple[str, str, int, int, int | None]
+# (group, state, member count)
+GroupStats = tuple[str, str, int]
 
 
 class _PartitionCollector(Collector):
@@ -56,6 +60,41 @@ class _PartitionCollector(Collector):
         yield from (size, start, end, hw, count)
 
 
+class _ConsumerGroupCollector(Collector):
+    """Committed offsets and lag of the groups this broker coordinates, read at scrape time.
+
+    Lag is the partition's high watermark minus the committed offset (never below 0); it is
+    exported only for partitions this broker leads, whose high watermark it knows.
+    """
+
+    def __init__(self, offsets: Callable[[], Iterable[GroupOffsetStats]],
+                 groups: Callable[[], Iterable[GroupStats]]) -> None:
+        self._offsets = offsets
+        self._groups = groups
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        labels = ["group", "topic", "partition"]
+        committed = GaugeMetricFamily("riverlog_consumer_group_committed_offset",
+                                      "Committed offset per consumer group and partition", labels=labels)
+        lag = GaugeMetricFamily("riverlog_consumer_group_lag",
+                                "High watermark minus committed offset per consumer group and partition",
+                                labels=labels)
+        members = GaugeMetricFamily("riverlog_consumer_group_members", "Members of each consumer group",
+                                    labels=["group"])
+        states = GaugeMetricFamily("riverlog_consumer_group_state",
+                                   "1 for the state each consumer group is in (Empty, Stable, ...)",
+                                   labels=["group", "state"])
+        for group, topic, partition, offset, high_watermark in self._offsets():
+            key = [group, topic, str(partition)]
+            committed.add_metric(key, offset)
+            if high_watermark is not None:
+                lag.add_metric(key, max(0, high_watermark - offset))
+        for group, state, count in self._groups():
+            members.add_metric([group], count)
+            states.add_metric([group, state], 1)
+        yield from (committed, lag, members, states)
+
+
 class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
@@ -75,6 +114,10 @@ class Metrics:
 
     def track_partitions(self, source: Callable[[], Iterable[PartitionStats]]) -> None:
         self.registry.register(_PartitionCollector(source))
+
+    def track_consumer_groups(self, offsets: Callable[[], Iterable[GroupOffsetStats]],
+                              groups: Callable[[], Iterable[GroupStats]]) -> None:
+        self.registry.register(_ConsumerGroupCollector(offsets, groups))
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -13,6 +13,17 @@ from .api_versions import handle_api_versions
 from .cluster_info import handle_describe_cluster, handle_describe_log_dirs
 from .configs import handle_alter_configs, handle_describe_configs, handle_incremental_alter_configs
 from .fetch import handle_fetch
+from .group_offsets import handle_offset_commit, handle_offset_delete, handle_offset_fetch
+from .groups import (
+    handle_delete_groups,
+    handle_describe_groups,
+    handle_find_coordinator,
+    handle_heartbeat,
+    handle_join_group,
+    handle_leave_group,
+    handle_list_groups,
+    handle_sync_group,
+)
 from .list_offsets import handle_list_offsets
 from .metadata import handle_metadata
 from .produce import handle_produce
@@ -42,6 +53,17 @@ HANDLERS: dict[ApiKey, BrokerHandler] = {
     ApiKey.INIT_PRODUCER_ID: handle_init_producer_id,
     ApiKey.OFFSET_FOR_LEADER_EPOCH: handle_offset_for_leader_epoch,
     ApiKey.DESCRIBE_LOG_DIRS: handle_describe_log_dirs,
+    ApiKey.FIND_COORDINATOR: handle_find_coordinator,
+    ApiKey.JOIN_GROUP: handle_join_group,
+    ApiKey.SYNC_GROUP: handle_sync_group,
+    ApiKey.HEARTBEAT: handle_heartbeat,
+    ApiKey.LEAVE_GROUP: handle_leave_group,
+    ApiKey.LIST_GROUPS: handle_list_groups,
+    ApiKey.DESCRIBE_GROUPS: handle_describe_groups,
+    ApiKey.DELETE_GROUPS: handle_delete_groups,
+    ApiKey.OFFSET_COMMIT: handle_offset_commit,
+    ApiKey.OFFSET_FETCH: handle_offset_fetch,
+    ApiKey.OFFSET_DELETE: handle_offset_delete,
 }
 
 

@@ -1,0 +1,257 @@
+"""Offset commits, fetches and deletions, and the expiry of old offsets, as Kafka decides them.
+
+Commits are checked against the group (generation, member, instance id); a commit with
+generation -1 to an empty or unknown group is a "standalone" commit (``assign()`` without
+joining) and creates a simple group. Offsets are applied when their record is durable.
+Expiry (every ``offsets.retention.check.interval.ms``) removes offsets older than
+``offsets.retention.minutes`` — counted from when the group became Empty, or from the commit
+for simple groups — and then the group itself once it is empty and has no offsets left.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from ..protocol.errors import ErrorCode
+from .effects import Body
+from .group import ClassicGroup, GroupState
+from .offsets import OffsetAndMetadata
+from .records import CoordinatorRecord, OffsetCommitKey, OffsetCommitValue
+from .state import ShardState, log
+
+S = GroupState
+INVALID_OFFSET = -1
+MIN_VERSION_GROUP_ID_NOT_FOUND = 9  # OffsetCommit v9+: unknown group -> GROUP_ID_NOT_FOUND
+
+
+@dataclass(frozen=True)
+class CommitPartition:
+    partition: int
+    offset: int
+    leader_epoch: int
+    metadata: str | None
+
+
+@dataclass(frozen=True)
+class CommitRequest:
+    group_id: str
+    generation_id: int
+    member_id: str
+    group_instance_id: str | None
+    retention_time_ms: int  # -1: the broker's retention
+    topics: tuple[tuple[str, tuple[CommitPartition, ...]], ...]
+    version: int
+
+
+# (topic, [(partition, error)]) as answered to an OffsetCommit or OffsetDelete
+PartitionErrors = list[tuple[str, list[tuple[int, ErrorCode]]]]
+
+
+class OffsetOps(ShardState):
+    # OffsetCommit ------------------------------------------------------------------------
+
+    def commit_offsets(self, token: int, req: CommitRequest) -> None:
+        def all_failed(error: ErrorCode) -> Body:
+            return {"topics": [(topic, [(p.partition, error) for p in parts]) for topic, parts in req.topics]}
+
+        group = self.groups.get(req.group_id)
+        if group is None:
+            if req.generation_id < 0:
+                log.info("group %s: created as a simple group by a standalone offset commit", req.group_id)
+                group = self.get_or_create_simple_group(req.group_id)
+            else:
+                self.reply(token, all_failed(ErrorCode.GROUP_ID_NOT_FOUND
+                                             if req.version >= MIN_VERSION_GROUP_ID_NOT_FOUND
+                                             else ErrorCode.ILLEGAL_GENERATION))
+                return
+        error = self._validate_commit(group, req)
+        if error is not None:
+            self.reply(token, all_failed(error))
+            return
+        if group.is_in(S.STABLE, S.PREPARING_REBALANCE):
+            # Committing keeps a classic member's session alive.
+            self.schedule_heartbeat(group, group.members[req.member_id])
+        expire_at = -1 if req.retention_time_ms == -1 else self.now_ms + req.retention_time_ms
+        results: PartitionErrors = []
+        records: list[CoordinatorRecord] = []
+        for topic, partitions in req.topics:
+            topic_results: list[tuple[int, ErrorCode]] = []
+            for p in partitions:
+                metadata = p.metadata or ""
+                if p.metadata is not None and len(metadata) > self.config.offset_metadata_max_bytes:
+                    topic_results.append((p.partition, ErrorCode.OFFSET_METADATA_TOO_LARGE))
+                    continue
+                topic_results.append((p.partition, ErrorCode.NONE))
+                value = OffsetCommitValue(p.offset, metadata, self.now_ms, p.leader_epoch, expire_at)
+                records.append(CoordinatorRecord(OffsetCommitKey(req.group_id, topic, p.partition), value))
+            results.append((topic, topic_results))
+        if not records:
+            self.reply(token, {"topics": results})
+            return
+
+        def after(error: ErrorCode) -> None:
+            if error != ErrorCode.NONE:
+                self.reply(token, all_failed(error))
+                return
+            for record in records:
+                self.replay_offset(record)
+            self.reply(token, {"topics": results})
+
+        self.write(records, after)
+
+    def _validate_commit(self, group: ClassicGroup, req: CommitRequest) -> ErrorCode | None:
+        if group.is_in(S.DEAD):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if req.generation_id < 0 and group.is_in(S.EMPTY):
+            return None  # standalone commit: allowed while nobody uses the group
+        if req.generation_id >= 0 or req.member_id or req.group_instance_id is not None:
+            invalid = group.validate_member(req.member_id, req.group_instance_id)
+            if invalid is not None:
+                return ErrorCode[invalid]
+            if req.generation_id != group.generation_id:
+                return ErrorCode.ILLEGAL_GENERATION
+        elif not group.is_in(S.EMPTY):
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if group.is_in(S.COMPLETING_REBALANCE):
+            # The member knows the new generation but has no assignment yet.
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        return None
+
+    def replay_offset(self, record: CoordinatorRecord) -> None:
+        key = record.key
+        assert isinstance(key, OffsetCommitKey)
+        if record.value is None:
+            self.offsets.remove(key.group, key.topic, key.partition)
+            return
+        assert isinstance(record.value, OffsetCommitValue)
+        # Offsets without a group (standalone commits) live in a simple group.
+        self.get_or_create_simple_group(key.group)
+        self.offsets.put(key.group, key.topic, key.partition, OffsetAndMetadata.from_value(record.value))
+
+    # OffsetFetch -------------------------------------------------------------------------
+
+    def fetch_offsets(self, group_id: str, topics: Sequence[tuple[str, Sequence[int]]] | None) -> list[Body]:
+        """Committed offsets as ``[{"name", "partitions": [...]}]``; ``topics`` None means all.
+
+        An unknown group is not an error for the classic protocol: its offsets are just unset.
+        """
+        group = self.groups.get(group_id)
+        known = group is not None and not group.is_in(S.DEAD)
+        if topics is None:
+            if not known:
+                return []
+            return [{"name": topic, "partitions": [self._fetched(p, value) for p, value in sorted(parts.items())]}
+                    for topic, parts in sorted(self.offsets.group_offsets(group_id).items())]
+        out: list[Body] = []
+        for topic, partitions in topics:
+            out.append({"name": topic, "partitions": [
+                self._fetched(p, self.offsets.get(group_id, topic, p) if known else None) for p in partitions]})
+        return out
+
+    @staticmethod
+    def _fetched(partition: int, value: OffsetAndMetadata | None) -> Body:
+        if value is None:
+            return {"partition_index": partition, "committed_offset": INVALID_OFFSET, "committed_leader_epoch": -1,
+                    "metadata": "", "error_code": ErrorCode.NONE}
+        return {"partition_index": partition, "committed_offset": value.offset,
+                "committed_leader_epoch": value.leader_epoch, "metadata": value.metadata,
+                "error_code": ErrorCode.NONE}
+
+    # OffsetDelete ------------------------------------------------------------------------
+
+    def delete_offsets(self, token: int, group_id: str, topics: Sequence[tuple[str, Sequence[int]]]) -> None:
+        group = self.groups.get(group_id)
+        if group is None or group.is_in(S.DEAD):
+            self.reply(token, {"error_code": ErrorCode.GROUP_ID_NOT_FOUND, "topics": []})
+            return
+        if group.is_in(S.STABLE, S.PREPARING_REBALANCE, S.COMPLETING_REBALANCE) and not group.uses_consumer_protocol():
+            self.reply(token, {"error_code": ErrorCode.NON_EMPTY_GROUP, "topics": []})
+            return
+        results: PartitionErrors = []
+        records: list[CoordinatorRecord] = []
+        for topic, partitions in topics:
+            if group.is_subscribed_to(topic):
+                results.append((topic, [(p, ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC) for p in partitions]))
+                continue
+            results.append((topic, [(p, ErrorCode.NONE) for p in partitions]))
+            records.extend(self.offset_tombstone(group_id, topic, p) for p in partitions
+                           if self.offsets.get(group_id, topic, p) is not None)
+        self._write_and_apply(records)
+        self.reply_when_written(token, {"error_code": ErrorCode.NONE, "topics": results},
+                                lambda error: {"error_code": error, "topics": []})
+
+    def _write_and_apply(self, records: list[CoordinatorRecord], then: Callable[[], None] | None = None) -> None:
+        """Write offset tombstones; drop the offsets from memory once they are durable."""
+        if not records:
+            return
+
+        def after(error: ErrorCode) -> None:
+            if error == ErrorCode.NONE:
+                for record in records:
+                    if isinstance(record.key, OffsetCommitKey):
+                        self.replay_offset(record)
+                if then is not None:
+                    then()
+
+        self.write(records, after)
+
+    # Expiry ------------------------------------------------------------------------------
+
+    EXPIRATION_KEY = ("offsets-expiration",)
+
+    def schedule_expiration(self) -> None:
+        self.timers.schedule(self.EXPIRATION_KEY, self.now_ms + self.config.offsets_retention_check_interval_ms,
+                             self.expire_offsets_and_groups)
+
+    def expire_offsets_and_groups(self) -> None:
+        records: list[CoordinatorRecord] = []
+        for group_id, group in list(self.groups.items()):
+            if self._expire_offsets(group, records) and group.is_empty:
+                records.append(self.group_tombstone(group_id))
+                del self.groups[group_id]
+                group.transition_to(S.DEAD, self.now_ms)
+                log.info("group %s: removed (empty, and its offsets expired)", group_id)
+        if records:
+            log.info("offsets partition %d: expired %d offsets/groups", self.partition, len(records))
+        self._write_and_apply(records)
+        self.schedule_expiration()
+
+    def _expire_offsets(self, group: ClassicGroup, records: list[CoordinatorRecord]) -> bool:
+        """Tombstone the group's expired offsets; True if none remain."""
+        group_offsets = self.offsets.group_offsets(group.group_id)
+        if not group_offsets:
+            return True
+        base = self._retention_base(group)
+        if base is None:
+            return False
+        all_expired = True
+        retention = self.config.offsets_retention_ms
+        for topic, partitions in group_offsets.items():
+            if group.is_subscribed_to(topic):
+                all_expired = False
+                continue
+            for partition, value in partitions.items():
+                if value.is_expired(self.now_ms, base(value), retention):
+                    records.append(self.offset_tombstone(group.group_id, topic, partition))
+                else:
+                    all_expired = False
+        return all_expired
+
+    @staticmethod
+    def _retention_base(group: ClassicGroup) -> Callable[[OffsetAndMetadata], int] | None:
+        """From when an offset's retention counts, or None while the group's offsets are kept."""
+        if not group.protocol_type:
+            return lambda value: value.commit_timestamp_ms  # simple group
+        if group.is_in(S.EMPTY):
+            since = group.state_timestamp_ms
+            return lambda value: since if since is not None else value.commit_timestamp_ms
+        if group.uses_consumer_protocol() and group.subscribed_topics is not None and group.is_in(S.STABLE):
+            return lambda value: value.commit_timestamp_ms  # only unsubscribed topics reach here
+        return None
+
+    def tombstone_deleted_topics(self, topics: set[str]) -> None:
+        """Topics were deleted: their committed offsets go too (Kafka's onPartitionsDeleted)."""
+        records = [self.offset_tombstone(group, topic, partition)
+                   for group, topic, partition, _ in self.offsets.all_entries() if topic in topics]
+        self._write_and_apply(records)

@@ -1,0 +1,173 @@
+"""The group state machine of one ``__consumer_offsets`` partition: all groups that hash to it.
+
+Pure and single-threaded: the asyncio shell (``runtime.py``) calls it with a clock reading,
+gets a :class:`~riverlog.coordinator.effects.Result` back, and does the I/O. Usage::
+
+    result = shard.run(now_ms, shard.join_group, token, request)   # any operation
+    result = shard.tick(now_ms)                                    # timers that are due
+    result = shard.complete_write(result.after_write, ErrorCode.NONE, now_ms)
+
+Loading replays the partition's records (``replay``), then ``on_loaded`` arms the timers;
+``on_unloaded`` answers everything still parked with NOT_COORDINATOR.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..protocol.errors import ErrorCode
+from .effects import Body, Result
+from .group import ClassicGroup, GroupState, Member
+from .membership import Membership
+from .offset_ops import OffsetOps
+from .records import CoordinatorRecord, GroupMetadataKey, GroupMetadataValue, OffsetCommitKey
+from .state import log
+
+S = GroupState
+GROUP_TYPE_CLASSIC = "classic"
+# Operations a describing client may perform on a group when no authorizer is configured:
+# READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS (Kafka's 32-bit field of AclOperation codes).
+GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11)
+AUTHORIZED_OPERATIONS_OMITTED = -(1 << 31)
+
+
+class GroupShard(Membership, OffsetOps):
+    def run(self, now_ms: int, operation: Callable[..., None], *args: Any) -> Result:
+        """Run one operation (a bound method of this shard) at ``now_ms``."""
+        return self._run(now_ms, lambda: operation(*args))
+
+    # Loading -----------------------------------------------------------------------------
+
+    def replay(self, record: CoordinatorRecord) -> None:
+        """Apply one record read back from the log."""
+        if isinstance(record.key, OffsetCommitKey):
+            self.replay_offset(record)
+            return
+        assert isinstance(record.key, GroupMetadataKey)
+        group_id = record.key.group
+        if record.value is None:
+            self.groups.pop(group_id, None)
+            return
+        assert isinstance(record.value, GroupMetadataValue)
+        self.groups[group_id] = _group_from_record(group_id, record.value)
+
+    def on_loaded(self, now_ms: int) -> Result:
+        def loaded() -> None:
+            for group in self.groups.values():
+                group.subscribed_topics = group.compute_subscribed_topics()
+            self.on_loaded_membership()
+            self.schedule_expiration()
+            if self.groups:
+                log.info("offsets partition %d: %d groups, %d committed offsets", self.partition,
+                         len(self.groups), len(self.offsets))
+
+        return self._run(now_ms, loaded)
+
+    def on_unloaded(self, now_ms: int) -> Result:
+        return self._run(now_ms, self.on_unloaded_membership)
+
+    # Admin operations --------------------------------------------------------------------
+
+    def describe_groups(self, group_ids: Sequence[str], version: int, include_operations: bool) -> list[Body]:
+        out: list[Body] = []
+        for group_id in group_ids:
+            group = self.groups.get(group_id)
+            if group is None:
+                body: Body = {"error_code": ErrorCode.NONE, "group_id": group_id, "group_state": S.DEAD.label,
+                              "protocol_type": "", "protocol_data": "", "members": [],
+                              "authorized_operations": GROUP_AUTHORIZED_OPERATIONS if include_operations
+                              else AUTHORIZED_OPERATIONS_OMITTED}
+                if version >= 6:  # KIP-1043: say so instead of describing a Dead group
+                    body.update(error_code=ErrorCode.GROUP_ID_NOT_FOUND, error_message=f"Group {group_id} not found.",
+                                authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
+                out.append(body)
+                continue
+            stable = group.is_in(S.STABLE)
+            out.append({
+                "error_code": ErrorCode.NONE,
+                "group_id": group_id,
+                "group_state": group.state.label,
+                "protocol_type": group.protocol_type or "",
+                # The protocol and member metadata are only meaningful once the group is Stable.
+                "protocol_data": (group.protocol_name or "") if stable else "",
+                "members": [_describe_member(m, group.protocol_name if stable else None)
+                            for m in group.members.values()],
+                "authorized_operations": GROUP_AUTHORIZED_OPERATIONS if include_operations
+                else AUTHORIZED_OPERATIONS_OMITTED,
+            })
+        return out
+
+    def list_groups(self, states: Sequence[str], types: Sequence[str]) -> list[Body]:
+        wanted_states = {s.strip().lower() for s in states}
+        wanted_types = {t.strip().lower() for t in types}
+        if wanted_types and GROUP_TYPE_CLASSIC not in wanted_types:
+            return []
+        return [
+            {"group_id": g.group_id, "protocol_type": g.protocol_type or "", "group_state": g.state.label,
+             "group_type": GROUP_TYPE_CLASSIC}
+            for g in self.groups.values()
+            if not wanted_states or g.state.label.lower() in wanted_states
+        ]
+
+    def delete_groups(self, token: int, group_ids: Sequence[str]) -> None:
+        results: list[Body] = []
+        records: list[CoordinatorRecord] = []
+        for group_id in group_ids:
+            group = self.groups.get(group_id)
+            if group is None or group.is_in(S.DEAD):
+                results.append({"group_id": group_id, "error_code": ErrorCode.GROUP_ID_NOT_FOUND})
+                continue
+            if group.is_in(S.STABLE, S.PREPARING_REBALANCE, S.COMPLETING_REBALANCE):
+                results.append({"group_id": group_id, "error_code": ErrorCode.NON_EMPTY_GROUP})
+                continue
+            records.extend(self.offset_tombstone(group_id, topic, partition)
+                           for topic, partition, _ in self.offsets.entries(group_id))
+            records.append(self.group_tombstone(group_id))
+            del self.groups[group_id]
+            group.transition_to(S.DEAD, self.now_ms)
+            # Members that only got MEMBER_ID_REQUIRED have heartbeat timers; let them go.
+            self.timers.cancel(self._join_key(group_id))
+            results.append({"group_id": group_id, "error_code": ErrorCode.NONE})
+            log.info("group %s: deleted", group_id)
+        self._write_and_apply(records)
+        self.reply_when_written(token, {"results": results}, lambda error: {"results": [
+            {"group_id": r["group_id"], "error_code": error if r["error_code"] == ErrorCode.NONE else r["error_code"]}
+            for r in results]})
+
+    # Introspection (metrics, tools) ------------------------------------------------------
+
+    def group_summaries(self) -> list[tuple[str, str, int]]:
+        """(group id, state, member count) of every group."""
+        return [(g.group_id, g.state.label, len(g.members)) for g in self.groups.values()]
+
+
+def _describe_member(member: Member, protocol: str | None) -> Body:
+    return {
+        "member_id": member.member_id,
+        "group_instance_id": member.group_instance_id,
+        "client_id": member.client_id,
+        "client_host": member.client_host,
+        "member_metadata": member.metadata(protocol) if protocol is not None else b"",
+        "member_assignment": member.assignment,
+    }
+
+
+def _group_from_record(group_id: str, value: GroupMetadataValue) -> ClassicGroup:
+    """A group as its last record left it: Stable with its members and assignments (so members
+    that keep heartbeating after a coordinator move carry on), or Empty."""
+    group = ClassicGroup(
+        group_id,
+        state=S.STABLE if value.members else S.EMPTY,
+        generation_id=value.generation,
+        protocol_type=value.protocol_type or None,
+        protocol_name=value.protocol,
+        leader_id=value.leader,
+        state_timestamp_ms=value.current_state_timestamp if value.current_state_timestamp >= 0 else None,
+    )
+    for m in value.members:
+        rebalance_timeout = m.rebalance_timeout if m.rebalance_timeout >= 0 else m.session_timeout
+        protocols = ((value.protocol or "", m.subscription),)
+        group.add(Member(m.member_id, m.group_instance_id, m.client_id, m.client_host, rebalance_timeout,
+                         m.session_timeout, value.protocol_type, protocols, m.assignment))
+    return group

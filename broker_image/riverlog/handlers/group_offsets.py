@@ -1,0 +1,180 @@
+"""Committed offsets APIs: OffsetCommit, OffsetFetch (single group v1-7, batched v8+) and
+OffsetDelete.
+
+Topics and partitions that do not exist are answered here, per partition, before the group
+coordinator sees the rest (as Kafka's request layer does); the coordinator checks membership
+and generations and stores the offsets in ``__consumer_offsets``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from ..coordinator.offset_ops import CommitPartition, CommitRequest, PartitionErrors
+from ..protocol.errors import ErrorCode, KafkaError
+from ..protocol.primitives import ZERO_UUID
+from ..server.dispatch import RequestContext
+from .common import Body, resolve_topic, unknown_topic_code
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+
+TOPIC_IDS_FROM_VERSION = 10  # OffsetCommit and OffsetFetch v10 name topics by id
+
+
+class _TopicErrors:
+    """Per-partition answers collected in request order, merged from both layers."""
+
+    def __init__(self) -> None:
+        self.topics: dict[str, tuple[uuid.UUID, list[tuple[int, ErrorCode]]]] = {}
+
+    def add(self, name: str, topic_id: uuid.UUID, partition: int, error: ErrorCode) -> None:
+        self.topics.setdefault(name, (topic_id, []))[1].append((partition, error))
+
+    def merge(self, results: PartitionErrors, ids: dict[str, uuid.UUID]) -> None:
+        for name, partitions in results:
+            for partition, error in partitions:
+                self.add(name, ids.get(name, ZERO_UUID), partition, error)
+
+    def body(self) -> list[Body]:
+        return [{"name": name, "topic_id": topic_id,
+                 "partitions": [{"partition_index": p, "error_code": e} for p, e in parts]}
+                for name, (topic_id, parts) in self.topics.items()]
+
+
+def _topic_id(t: Body, version: int) -> uuid.UUID | None:
+    if version < TOPIC_IDS_FROM_VERSION:
+        return None
+    topic_id = t.get("topic_id")
+    return topic_id if isinstance(topic_id, uuid.UUID) and topic_id != ZERO_UUID else None
+
+
+# OffsetCommit ---------------------------------------------------------------------------
+
+
+async def handle_offset_commit(broker: Broker, ctx: RequestContext, req: Body) -> Body:
+    answers = _TopicErrors()
+    ids: dict[str, uuid.UUID] = {}
+    valid: list[tuple[str, tuple[CommitPartition, ...]]] = []
+    for t in req["topics"]:
+        topic_id = _topic_id(t, ctx.version)
+        topic = resolve_topic(broker, t.get("name"), topic_id)
+        if topic is None:
+            for p in t["partitions"]:
+                answers.add(t.get("name") or "", topic_id or ZERO_UUID, p["partition_index"],
+                            unknown_topic_code(topic_id))
+            continue
+        ids[topic.name] = topic.topic_id if topic_id is not None else ZERO_UUID
+        good = []
+        for p in t["partitions"]:
+            if p["partition_index"] in topic.partitions:
+                good.append(CommitPartition(p["partition_index"], p["committed_offset"],
+                                            p.get("committed_leader_epoch", -1), p.get("committed_metadata")))
+            else:
+                answers.add(topic.name, ids[topic.name], p["partition_index"], ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        if good:
+            valid.append((topic.name, tuple(good)))
+    if valid:
+        request = CommitRequest(
+            group_id=req["group_id"], generation_id=req.get("generation_id_or_member_epoch", -1),
+            member_id=req.get("member_id", ""), group_instance_id=req.get("group_instance_id"),
+            retention_time_ms=req.get("retention_time_ms", -1), topics=tuple(valid), version=ctx.version,
+        )
+        try:
+            body = await broker.coordinator.call(request.group_id, lambda s, token: s.commit_offsets(token, request))
+            answers.merge(body["topics"], ids)
+        except KafkaError as exc:
+            answers.merge([(name, [(p.partition, exc.code) for p in parts]) for name, parts in valid], ids)
+    return {"throttle_time_ms": 0, "topics": answers.body()}
+
+
+# OffsetFetch ----------------------------------------------------------------------------
+
+
+def _fetch_group(broker: Broker, group_id: str, topics: list[Body] | None, version: int) -> Body:
+    """One group's answer in the v8+ shape: ``{"group_id", "topics", "error_code"}``."""
+    try:
+        shard = broker.coordinator.shard_for(group_id)
+    except KafkaError as exc:
+        return {"group_id": group_id, "topics": [], "error_code": exc.code}
+    image = broker.image
+    if topics is None:
+        fetched = shard.fetch_offsets(group_id, None)
+        if version >= TOPIC_IDS_FROM_VERSION:
+            # By id, only topics that still exist can be named.
+            fetched = [dict(t, topic_id=image.topics[t["name"]].topic_id) for t in fetched if t["name"] in image.topics]
+        return {"group_id": group_id, "topics": fetched, "error_code": ErrorCode.NONE}
+    out: list[Body] = []
+    wanted: list[tuple[str, list[int]]] = []
+    for t in topics:
+        topic_id = _topic_id(t, version)
+        if topic_id is not None:
+            topic = image.topic_by_id(topic_id)
+            if topic is None:
+                out.append({"name": "", "topic_id": topic_id, "partitions": [
+                    {"partition_index": p, "committed_offset": -1, "committed_leader_epoch": -1, "metadata": "",
+                     "error_code": ErrorCode.UNKNOWN_TOPIC_ID} for p in t["partition_indexes"]]})
+                continue
+            wanted.append((topic.name, list(t["partition_indexes"])))
+        else:
+            wanted.append((t["name"], list(t["partition_indexes"])))
+    for answer in shard.fetch_offsets(group_id, wanted):
+        if version >= TOPIC_IDS_FROM_VERSION:
+            answer["topic_id"] = image.topics[answer["name"]].topic_id
+        out.append(answer)
+    return {"group_id": group_id, "topics": out, "error_code": ErrorCode.NONE}
+
+
+async def handle_offset_fetch(broker: Broker, ctx: RequestContext, req: Body) -> Body:
+    # require_stable: offsets become visible only once durable and there are no transactional
+    # (pending) offsets, so every answer is already stable.
+    if ctx.version >= 8:
+        groups = [_fetch_group(broker, g["group_id"], g.get("topics"), ctx.version) for g in req["groups"]]
+        return {"throttle_time_ms": 0, "groups": groups}
+    requested: list[Body] | None = req.get("topics")
+    topics = None if requested is None else [{"name": t["name"], "partition_indexes": t["partition_indexes"]}
+                                             for t in requested]
+    group = _fetch_group(broker, req["group_id"], topics, ctx.version)
+    error = group["error_code"]
+    fetched: list[Body] = group["topics"]
+    if error != ErrorCode.NONE and ctx.version < 2 and requested is not None:
+        # No top-level error field before v2: the group's error goes on every partition.
+        fetched = [{"name": t["name"], "partitions": [
+            {"partition_index": p, "committed_offset": -1, "committed_leader_epoch": -1, "metadata": "",
+             "error_code": error} for p in t["partition_indexes"]]} for t in requested]
+    return {"throttle_time_ms": 0, "topics": fetched, "error_code": error}
+
+
+# OffsetDelete ---------------------------------------------------------------------------
+
+
+async def handle_offset_delete(broker: Broker, ctx: RequestContext, req: Body) -> Body:
+    group_id = req["group_id"]
+    if not group_id:
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.INVALID_GROUP_ID, "topics": []}
+    answers = _TopicErrors()
+    valid: list[tuple[str, list[int]]] = []
+    for t in req["topics"]:
+        topic = broker.image.topics.get(t["name"])
+        partitions = [p["partition_index"] for p in t["partitions"]]
+        if topic is None:
+            for p in partitions:
+                answers.add(t["name"], ZERO_UUID, p, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            continue
+        good = [p for p in partitions if p in topic.partitions]
+        for p in partitions:
+            if p not in topic.partitions:
+                answers.add(t["name"], ZERO_UUID, p, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        if good:
+            valid.append((t["name"], good))
+    error = ErrorCode.NONE
+    try:
+        body: dict[str, Any] = await broker.coordinator.call(
+            group_id, lambda s, token: s.delete_offsets(token, group_id, valid))
+        error = body["error_code"]
+        answers.merge(body["topics"], {})
+    except KafkaError as exc:
+        error = exc.code
+    topics = [{"name": t["name"], "partitions": t["partitions"]} for t in answers.body()]
+    return {"throttle_time_ms": 0, "error_code": error, "topics": topics}
