@@ -72,7 +72,9 @@ class Partition:
 
     def append(self, records: memoryview, *, acks: int, now_ms: int) -> AppendInfo:
         self.check_leader()
-        if acks == -1 and len(self.isr) < self.min_insync_replicas:
+        # KIP-966 (Kafka 4.x): the effective min ISR is capped at the replication factor, so an
+        # RF=1 topic with min.insync.replicas=2 still accepts acks=all, as Kafka does.
+        if acks == -1 and len(self.isr) < min(self.min_insync_replicas, len(self.replicas)):
             raise KafkaError(
                 f"The size of the current ISR {set(self.isr)} is insufficient to satisfy the "
                 f"min.isr requirement of {self.min_insync_replicas}",

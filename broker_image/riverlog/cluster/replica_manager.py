@@ -85,7 +85,7 @@ class ReplicaManager:
         with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
             opened = list(pool.map(lambda item: (item, self._open_log(image, *item)), wanted))
         for (topic, part), log_obj in opened:
-            self._install(topic, part, log_obj)
+            self._install(image, topic, part, log_obj)
         known = {partition_dir_name(t.name, p.partition) for t, p in wanted}
         for entry in self.log_dir.iterdir():
             if entry.is_dir() and entry.name.endswith(DELETE_SUFFIX):
@@ -105,7 +105,7 @@ class ReplicaManager:
             key = (topic.name, part.partition)
             existing = self.partitions.get(key)
             if existing is None:
-                self._install(topic, part, self._open_log(new, topic, part))
+                self._install(new, topic, part, self._open_log(new, topic, part))
             else:
                 self._apply_partition(existing, topic, part)
             if new.topic_configs(topic.name) != old.topic_configs(topic.name):
@@ -129,8 +129,8 @@ class ReplicaManager:
         cfg = effective_configs(image.topic_configs(topic.name), self.config)
         return Log.open(directory, log_config_from(cfg), now_ms=self._now_ms)
 
-    def _install(self, topic: TopicImage, part: PartitionImage, log_obj: Log) -> None:
-        cfg = effective_configs({}, self.config)
+    def _install(self, image: MetadataImage, topic: TopicImage, part: PartitionImage, log_obj: Log) -> None:
+        cfg = effective_configs(image.topic_configs(topic.name), self.config)
         p = Partition(topic.name, part.partition, topic.topic_id, log_obj, self.node_id,
                       min_insync_replicas=int(cfg["min.insync.replicas"]))
         self.partitions[(topic.name, part.partition)] = p

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..controller.image import MetadataImage, TopicImage
 from ..controller.topic_ops import NewTopic, topic_name_error
+from ..coordinator.placement import GROUP_METADATA_TOPIC
 from ..protocol.errors import ErrorCode
 from ..protocol.primitives import ZERO_UUID
 from ..server.dispatch import RequestContext
@@ -77,6 +78,10 @@ async def handle_metadata(broker: Broker, ctx: RequestContext, req: Body) -> Bod
             r["name"] for r in requested
             if r.get("name") and r["name"] not in image.topics and not topic_name_error(r["name"])
         ]
+        if GROUP_METADATA_TOPIC in missing and allow_create:
+            # The internal offsets topic has its own partition count and compacted config.
+            await broker.coordinator.ensure_offsets_topic()
+            missing = [name for name in missing if name != GROUP_METADATA_TOPIC]
         if missing and allow_create:
             await broker.controller.create_topics(
                 [NewTopic(name) for name in dict.fromkeys(missing)], validate_only=False,
