@@ -10,7 +10,7 @@ from ..protocol.api_keys import ApiKey
 from ..protocol.messages import MESSAGES
 from ..server.dispatch import Api, RequestContext
 from .api_versions import handle_api_versions
-from .cluster_info import handle_describe_cluster, handle_describe_log_dirs
+from .cluster_info import handle_describe_cluster, handle_describe_log_dirs, handle_list_partition_reassignments
 from .configs import handle_alter_configs, handle_describe_configs, handle_incremental_alter_configs
 from .fetch import handle_fetch
 from .group_offsets import handle_offset_commit, handle_offset_delete, handle_offset_fetch
@@ -25,7 +25,7 @@ from .groups import (
     handle_sync_group,
 )
 from .list_offsets import handle_list_offsets
-from .metadata import handle_metadata
+from .metadata import handle_describe_topic_partitions, handle_metadata
 from .produce import handle_produce
 from .producer_ids import handle_init_producer_id
 from .records_admin import handle_delete_records, handle_offset_for_leader_epoch
@@ -53,6 +53,8 @@ HANDLERS: dict[ApiKey, BrokerHandler] = {
     ApiKey.INIT_PRODUCER_ID: handle_init_producer_id,
     ApiKey.OFFSET_FOR_LEADER_EPOCH: handle_offset_for_leader_epoch,
     ApiKey.DESCRIBE_LOG_DIRS: handle_describe_log_dirs,
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: handle_describe_topic_partitions,
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: handle_list_partition_reassignments,
     ApiKey.FIND_COORDINATOR: handle_find_coordinator,
     ApiKey.JOIN_GROUP: handle_join_group,
     ApiKey.SYNC_GROUP: handle_sync_group,

@@ -60,3 +60,8 @@ async def handle_describe_log_dirs(broker: Broker, ctx: RequestContext, req: Bod
         "topics": [{"name": name, "partitions": parts} for name, parts in by_topic.items()],
         "total_bytes": usage.total, "usable_bytes": usage.free,
     }]}
+
+
+async def handle_list_partition_reassignments(broker: Broker, ctx: RequestContext, req: Body) -> Body:
+    # Reassignments arrive with the cluster (issue #4); until then none is ever in progress.
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "topics": []}

@@ -51,6 +51,9 @@ def topic_entry(topic: TopicImage, image: MetadataImage) -> Body:
             "replica_nodes": list(part.replicas),
             "isr_nodes": list(part.isr),
             "offline_replicas": [r for r in part.replicas if r not in live],
+            # DescribeTopicPartitions only; Kafka's Java admin needs lists here, never null.
+            "eligible_leader_replicas": [],
+            "last_known_elr": [],
         })
     return {
         "error_code": ErrorCode.NONE,
@@ -113,3 +116,42 @@ async def handle_metadata(broker: Broker, ctx: RequestContext, req: Body) -> Bod
         "topics": topics,
         "cluster_authorized_operations": OPS_NOT_REQUESTED,
     }
+
+
+MAX_PARTITIONS_PER_RESPONSE = 2000
+
+
+async def handle_describe_topic_partitions(broker: Broker, ctx: RequestContext, req: Body) -> Body:
+    """Kafka 4's paginated topic description (what Admin.describeTopics uses first)."""
+    image = broker.image
+    limit = max(1, min(req.get("response_partition_limit") or MAX_PARTITIONS_PER_RESPONSE,
+                       MAX_PARTITIONS_PER_RESPONSE))
+    names = [t["name"] for t in req["topics"]] or list(image.topics)
+    cursor = req.get("cursor")
+    start_topic, start_partition = (cursor["topic_name"], cursor["partition_index"]) if cursor else ("", 0)
+    topics: list[Body] = []
+    next_cursor: Body | None = None
+    budget = limit
+    for name in sorted(set(names)):
+        if name < start_topic:
+            continue
+        topic = image.topics.get(name)
+        if topic is None:
+            code = ErrorCode.INVALID_TOPIC_EXCEPTION if topic_name_error(name) else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            topics.append({"error_code": code, "name": name, "topic_id": ZERO_UUID, "partitions": []})
+            continue
+        if budget == 0:
+            next_cursor = {"topic_name": name, "partition_index": 0}
+            break
+        entry = topic_entry(topic, image)
+        first = start_partition if name == start_topic else 0
+        parts = [p for p in entry["partitions"] if p["partition_index"] >= first]
+        if len(parts) > budget:
+            next_cursor = {"topic_name": name, "partition_index": parts[budget]["partition_index"]}
+            parts = parts[:budget]
+        entry["partitions"] = parts
+        budget -= len(parts)
+        topics.append(entry)
+        if next_cursor is not None:
+            break
+    return {"throttle_time_ms": 0, "topics": topics, "next_cursor": next_cursor}
