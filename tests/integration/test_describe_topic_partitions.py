@@ -6,7 +6,6 @@ import asyncio
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
-
 from riverlog.client.connection import BrokerConnection
 from riverlog.protocol.api_keys import ApiKey
 
