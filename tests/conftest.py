@@ -14,6 +14,8 @@ from support.brokers import BrokerProcess, kafka_dist, selected_target
 from support.java_tools import JavaTools
 
 _BROKERS_KEY = pytest.StashKey[list[BrokerProcess]]()
+# Brokers of module-scoped factories, by module node id, so failures show their logs too.
+_MODULE_BROKERS_KEY = pytest.StashKey[dict[str, list[BrokerProcess]]]()
 
 BrokerFactory = Callable[..., BrokerProcess]
 
@@ -33,7 +35,8 @@ def pytest_runtest_makereport(
     # the report so they print next to the assertion.
     report = yield
     if report.failed:
-        for broker in item.stash.get(_BROKERS_KEY, []):
+        module_brokers = item.config.stash.get(_MODULE_BROKERS_KEY, {}).get(item.nodeid.split("::")[0], [])
+        for broker in [*module_brokers, *item.stash.get(_BROKERS_KEY, [])]:
             report.sections.append((f"log of {broker.name} ({broker.target})", broker.log_tail(120)))
     return report
 
@@ -97,6 +100,42 @@ def broker_factory(
     yield make
     for broker in created:
         broker.close()
+
+
+@pytest.fixture(scope="module")
+def module_broker_factory(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, broker_target: str
+) -> Iterator[BrokerFactory]:
+    """Like ``broker_factory``, but its brokers serve every test of a module (stopped when the
+    module ends): for modules whose tests each use their own topics and groups, where one broker
+    start instead of one per test saves much of the run time."""
+    created: list[BrokerProcess] = []
+    request.config.stash.setdefault(_MODULE_BROKERS_KEY, {})[request.node.nodeid] = created
+    base = tmp_path_factory.mktemp(request.node.name.removesuffix(".py"))
+    libs: Path | None = None
+    if broker_target == "kafka":
+        libs = Path(request.getfixturevalue("kafka_libs"))
+
+    def make(
+        overrides: Mapping[str, object] | None = None,
+        *,
+        start: bool = True,
+        name: str | None = None,
+        node_id: int = 1,
+    ) -> BrokerProcess:
+        name = name or f"broker{len(created)}"
+        broker = BrokerProcess(
+            base / name, overrides=overrides, target=broker_target, node_id=node_id, name=name, kafka_libs=libs
+        )
+        created.append(broker)
+        if start:
+            broker.start()
+        return broker
+
+    yield make
+    for broker in created:
+        broker.close()
+    request.config.stash[_MODULE_BROKERS_KEY].pop(request.node.nodeid, None)
 
 
 @pytest.fixture

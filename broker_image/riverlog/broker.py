@@ -1,9 +1,14 @@
 """The broker process: wires config, controller, partitions, network server and metrics.
 
 Start-up order matters: recover logs before opening listeners (clients must never see a
-half-recovered partition), and flip ``/readyz`` only once listeners accept connections.
-Shutdown on SIGTERM/SIGINT closes listeners, then flushes and closes every log cleanly so the
-next start skips recovery.
+half-recovered partition), register with the controller (fenced), then ask to be unfenced, which
+makes this broker eligible to lead; flip ``/readyz`` only once listeners accept connections.
+Shutdown on SIGTERM/SIGINT is a controlled shutdown: the controller moves leadership away and
+fences the broker first, then listeners close and every log is flushed and closed cleanly so
+the next start skips recovery.
+
+The controller is the broker's own ``LocalController`` unless one is injected: tests run several
+brokers in one process around a shared controller (see ``controller/api.py`` for the interface).
 """
 
 from __future__ import annotations
@@ -13,11 +18,15 @@ import contextlib
 import logging
 import signal
 import time
+import uuid
+from collections.abc import Callable
 from pathlib import Path
 
+from .cluster.log_cleaner import LogCleaner
 from .cluster.partition import Partition
 from .cluster.replica_manager import ReplicaManager
 from .config import BrokerConfig
+from .controller.api import ControllerApi
 from .controller.image import MetadataImage
 from .controller.local import LocalController, read_or_create_cluster_id
 from .controller.records import Endpoint
@@ -25,6 +34,7 @@ from .coordinator.config import GroupConfig
 from .coordinator.runtime import GroupCoordinator
 from .handlers import build_apis
 from .metrics import HealthServer, Metrics
+from .protocol.errors import ErrorCode
 from .server.connection import Connection
 from .server.dispatch import Dispatcher
 
@@ -36,26 +46,40 @@ def now_ms() -> int:
 
 
 class Broker:
-    def __init__(self, config: BrokerConfig) -> None:
+    def __init__(self, config: BrokerConfig, controller: ControllerApi | None = None) -> None:
         self.config = config
         self.node_id = config.node_id
         log_dirs = config.log_dirs
         if not log_dirs:
             raise ValueError("log.dirs is empty (example: log.dirs=./data)")
         self.log_dir = log_dirs[0].resolve()
-        self.cluster_id = read_or_create_cluster_id(self.log_dir, self.node_id, config.get("cluster.id"))
-        self.controller = LocalController(self.log_dir / "__cluster_metadata-0", self.node_id, self.cluster_id)
-        self.replicas = ReplicaManager(config, self.node_id, self.log_dir)
+        self.controller: ControllerApi
+        self._own_controller: LocalController | None = None
+        if controller is None:
+            self.cluster_id = read_or_create_cluster_id(self.log_dir, self.node_id, config.get("cluster.id"))
+            self._own_controller = LocalController(
+                self.log_dir / "__cluster_metadata-0", self.node_id, self.cluster_id,
+                unclean_leader_election=config.get_bool("unclean.leader.election.enable"))
+            self.controller = self._own_controller
+        else:
+            # The shared controller's cluster id is authoritative; meta.properties must agree.
+            self.cluster_id = read_or_create_cluster_id(self.log_dir, self.node_id, controller.image.cluster_id)
+            self.controller = controller
+        self.broker_epoch = -1
+        self.replicas = ReplicaManager(config, self.node_id, self.log_dir, on_follower_append=self.flush_if_needed)
         self.metrics = Metrics()
         self.metrics.track_partitions(self.replicas.stats)
         self.coordinator = GroupCoordinator(GroupConfig.from_broker(config), self.node_id, self.replicas,
                                             self.controller)
         self.metrics.track_consumer_groups(self.coordinator.offset_samples, self.coordinator.group_samples)
+        # --- log compaction (cluster/log_cleaner.py): its own threads, started and stopped below.
+        self.log_cleaner = LogCleaner(config, self.replicas, self.metrics.registry)
         self.dispatcher = Dispatcher(build_apis(self), self.metrics)
         self.health = HealthServer(self.metrics, config.get("metrics.host"), config.get_int("metrics.port"))
         self.connections: set[Connection] = set()
         self._servers: list[asyncio.Server] = []
         self._tasks: list[asyncio.Task[None]] = []
+        self._unsubscribe: list[Callable[[], None]] = []
         self._stopped = asyncio.Event()
 
     @property
@@ -65,15 +89,26 @@ class Broker:
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         started = time.monotonic()
-        self.controller.replay()
-        await loop.run_in_executor(None, self.replicas.load, self.controller.image, now_ms())
-        self.controller.subscribe(lambda old, new: self.replicas.on_image(old, new, now_ms()))
+        if self._own_controller is not None:
+            self._own_controller.replay()
+        loaded = self.controller.image
+        await loop.run_in_executor(None, self.replicas.load, loaded, now_ms())
+        self._unsubscribe.append(self.controller.subscribe(lambda old, new: self.replicas.on_image(old, new, now_ms())))
         # After the replica manager: the coordinator loads the offsets partitions it now leads.
-        self.controller.subscribe(lambda old, new: self.coordinator.on_image(new))
+        self._unsubscribe.append(self.controller.subscribe(lambda old, new: self.coordinator.on_image(new)))
+        if self.controller.image is not loaded:
+            # A shared controller may have moved on while the logs were recovering.
+            self.replicas.on_image(loaded, self.controller.image, now_ms())
         self.coordinator.on_image(self.controller.image)
         await self.health.start()
         endpoints = [Endpoint(lst.name, lst.host, lst.port) for lst in self.config.advertised_listeners()]
-        await self.controller.register_broker(endpoints, self.config.get("broker.rack") or None)
+        # A new incarnation each start: the controller then knows the previous process is gone.
+        self.broker_epoch = await self.controller.register_broker(
+            self.node_id, uuid.uuid4().hex, endpoints, self.config.get("broker.rack") or None)
+        self.replicas.attach(self.controller, self.broker_epoch)
+        self.replicas.fetchers.start()
+        # Ready to serve: be unfenced, which elects us where a partition waited for this replica.
+        await self._heartbeat()
         max_frame = self.config.get_int("socket.request.max.bytes")
         max_queued = max(1, self.config.get_int("max.in.flight.requests.per.connection"))
         for listener in self.config.client_listeners():
@@ -87,6 +122,9 @@ class Broker:
             self._servers.append(server)
         self._tasks.append(loop.create_task(self._maintenance_loop()))
         self._tasks.append(loop.create_task(self._flush_loop()))
+        self._tasks.append(loop.create_task(self._isr_loop()))
+        self._tasks.append(loop.create_task(self._heartbeat_loop()))
+        self.log_cleaner.start()  # log compaction
         self.health.ready = True
         log.info(
             "Riverlog broker %d ready in %.2fs: cluster %s, %d partitions, listeners %s, data in %s",
@@ -123,6 +161,32 @@ class Broker:
             await asyncio.sleep(interval)
             await loop.run_in_executor(None, self.replicas.flush_all)
 
+    async def _isr_loop(self) -> None:
+        # Kafka checks for lagging followers every replica.lag.time.max.ms / 2.
+        interval = max(0.01, self.config.get_int("replica.lag.time.max.ms") / 2000)
+        while True:
+            await asyncio.sleep(interval)
+            self.replicas.shrink_isrs(now_ms())
+
+    async def _heartbeat(self) -> None:
+        result = await self.controller.heartbeat(self.node_id, self.broker_epoch, want_fence=False)
+        if result.error != ErrorCode.NONE:
+            log.error("broker %d: heartbeat refused: %s (another process registered this node id?)",
+                      self.node_id, result.error.name)
+
+    async def _heartbeat_loop(self) -> None:
+        interval = max(0.01, self.config.get_int("broker.heartbeat.interval.ms") / 1000)
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self._heartbeat()
+            except Exception:
+                log.exception("broker %d: heartbeat failed", self.node_id)
+
+    def flush_if_needed(self, partition: Partition) -> None:
+        if partition.log.needs_flush:
+            self.flush_soon(partition)
+
     def flush_soon(self, partition: Partition) -> None:
         """flush.messages was reached: fsync that log in the thread pool, off the event loop."""
         if partition.flush_pending:
@@ -139,19 +203,54 @@ class Broker:
 
     async def stop(self) -> None:
         self.health.ready = False
+        await self._cancel_tasks()  # no heartbeat may unfence us during the shutdown
+        await self.replicas.fetchers.stop()
+        if self.broker_epoch >= 0:
+            # Controlled shutdown: leadership moves to other in-sync replicas while we still answer
+            # (in-flight requests end with NOT_LEADER_OR_FOLLOWER and clients move on).
+            try:
+                await self.controller.heartbeat(self.node_id, self.broker_epoch, want_shutdown=True)
+            except Exception:
+                log.exception("broker %d: controlled shutdown failed; stopping anyway", self.node_id)
         for server in self._servers:
             server.close()
         for conn in list(self.connections):
             conn.close()
         await self.coordinator.stop()
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        for unsubscribe in self._unsubscribe:
+            unsubscribe()
+        await self.log_cleaner.stop()  # log compaction: abort passes before the logs close
         await asyncio.get_running_loop().run_in_executor(None, self.replicas.close)
         await self.health.stop()
         self._stopped.set()
+
+    async def halt(self) -> None:
+        """Stop as abruptly as kill -9 would, for in-process fault tests: no controlled shutdown,
+        sockets dropped, fetchers and timers gone, logs left without checkpoints or clean-shutdown
+        marker. The controller is not told: fencing the broker is the caller's (or the session
+        timeout's) business."""
+        self.health.ready = False
+        for unsubscribe in self._unsubscribe:
+            unsubscribe()
+        for server in self._servers:
+            server.close()
+        for conn in list(self.connections):
+            conn.abort()
+        await self._cancel_tasks()
+        await self.replicas.fetchers.stop()
+        await self.coordinator.stop()
+        await self.log_cleaner.stop()
+        self.replicas.abandon()
+        await self.health.stop()
+        self._stopped.set()
+
+    async def _cancel_tasks(self) -> None:
+        tasks, self._tasks = self._tasks, []
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
     async def run_until_signalled(self) -> None:
         await self.start()

@@ -49,6 +49,14 @@ DEFAULTS: dict[str, str] = {
     "log.flush.offset.checkpoint.interval.ms": "60000",
     "log.message.timestamp.type": "CreateTime",
     "log.cleanup.policy": "delete",
+    "log.cleaner.enable": "true",
+    "log.cleaner.threads": "1",
+    "log.cleaner.backoff.ms": "15000",
+    "log.cleaner.dedupe.buffer.size": str(128 * 1024 * 1024),
+    "log.cleaner.min.cleanable.ratio": "0.5",
+    "log.cleaner.delete.retention.ms": "86400000",
+    "log.cleaner.min.compaction.lag.ms": "0",
+    "log.cleaner.max.compaction.lag.ms": "9223372036854775807",
     "compression.type": "producer",
     "message.max.bytes": "1048588",
     "socket.request.max.bytes": "104857600",
@@ -69,6 +77,15 @@ DEFAULTS: dict[str, str] = {
     "offsets.topic.segment.bytes": "104857600",
     "offsets.load.buffer.size": "5242880",
     "unclean.leader.election.enable": "false",
+    # Replication (Kafka's names and defaults).
+    "replica.lag.time.max.ms": "30000",
+    "replica.fetch.max.bytes": "1048576",
+    "replica.fetch.response.max.bytes": "10485760",
+    "replica.fetch.wait.max.ms": "500",
+    "replica.fetch.min.bytes": "1",
+    "replica.fetch.backoff.ms": "1000",
+    "replica.socket.timeout.ms": "30000",
+    "broker.heartbeat.interval.ms": "2000",
     "log.message.timestamp.before.max.ms": "9223372036854775807",
     "log.message.timestamp.after.max.ms": "3600000",
 }
@@ -201,7 +218,10 @@ class BrokerConfig:
                     "offsets.retention.minutes", "offsets.retention.check.interval.ms",
                     "offsets.commit.timeout.ms", "offsets.topic.segment.bytes", "offsets.load.buffer.size"):
             self.get_int(key)
-        for key in ("auto.create.topics.enable", "delete.topic.enable"):
+        for key in ("log.cleaner.threads", "log.cleaner.backoff.ms", "log.cleaner.dedupe.buffer.size"):
+            if self.get_int(key) < 1:
+                raise ConfigError(f"{key} must be at least 1, got {self.get(key)}")
+        for key in ("auto.create.topics.enable", "delete.topic.enable", "log.cleaner.enable"):
             self.get_bool(key)
         if not self.listeners():
             raise ConfigError("listeners is empty (example: listeners=PLAINTEXT://:9092)")

@@ -103,7 +103,11 @@ def test_retention_by_size(tmp_path: Path) -> None:
 
 def test_compact_only_topics_keep_everything(tmp_path: Path) -> None:
     log = open_log(tmp_path, retention_ms=1, retention_bytes=1, cleanup_policy="compact")
-    fill(log, 10, lambda i: NOW - HOUR)
+    # Compacted logs only take keyed records (Kafka rejects keyless ones with INVALID_RECORD).
+    for i in range(10):
+        keyed = build_batch([NewRecord(b"x" * 40, f"k{i}-{j}".encode(), (), NOW - HOUR) for j in range(2)])
+        log.append_as_leader(keyed, leader_epoch=0, now_ms=NOW)
+    log.update_high_watermark(log.log_end_offset)
     assert log.apply_retention(NOW) == 0
     assert log.log_start_offset == 0
     log.close()

@@ -1,4 +1,5 @@
-"""The ``riverlog`` command: ``riverlog broker``, ``riverlog topics ...``, produce and consume."""
+"""The ``riverlog`` command: ``riverlog broker``, ``riverlog topics ...``, produce, consume and
+``riverlog groups ...``."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import sys
 from collections.abc import Sequence
 
 # Subcommand modules; each has ``register(subparsers)`` that sets ``func`` on its parser.
-COMMAND_MODULES = ("broker_cmd", "topics_cmd", "produce_cmd", "consume_cmd")
+COMMAND_MODULES = ("broker_cmd", "topics_cmd", "produce_cmd", "consume_cmd", "groups_cmd")
 
 
 def build_parser() -> argparse.ArgumentParser:

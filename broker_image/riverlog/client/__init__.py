@@ -6,7 +6,16 @@ Kubernetes operator. It speaks to any Kafka-compatible broker, Riverlog or Apach
 
 from __future__ import annotations
 
-from .admin import AdminClient, ClusterDescription, ConfigEntry, CreatedTopic
+from .admin import (
+    AdminClient,
+    ClusterDescription,
+    CommittedOffset,
+    ConfigEntry,
+    CreatedTopic,
+    GroupDescription,
+    GroupListing,
+    GroupMember,
+)
 from .cluster import BrokerInfo, Cluster, PartitionInfo, TopicInfo
 from .connection import BrokerConnection
 from .consumer import Consumer, ConsumerRecord
@@ -34,12 +43,16 @@ __all__ = [
     "ClientError",
     "Cluster",
     "ClusterDescription",
+    "CommittedOffset",
     "ConfigEntry",
     "ConnectionClosedError",
     "Consumer",
     "ConsumerRecord",
     "CreatedTopic",
     "DefaultPartitioner",
+    "GroupDescription",
+    "GroupListing",
+    "GroupMember",
     "OffsetInfo",
     "PartitionInfo",
     "Producer",

@@ -1,4 +1,4 @@
-"""An async admin client: topics, partitions, configs, offsets and the cluster.
+"""An async admin client: topics, partitions, configs, offsets, consumer groups and the cluster.
 
 Usable from the CLI and from the Kubernetes operator alike, so it never prints, never exits and
 returns plain dataclasses. Every broker-reported failure is raised as a
@@ -18,10 +18,12 @@ from typing import Any, TypeVar
 
 from ..protocol.api_keys import ApiKey
 from ..protocol.errors import ErrorCode
-from ..protocol.primitives import ZERO_UUID
+from ..protocol.primitives import ZERO_UUID, DecodeError
 from .cluster import BrokerInfo, Cluster, TopicInfo
 from .connection import BrokerConnection
-from .errors import BrokerError, ConnectionClosedError, check_error
+from .consumer_protocol import PROTOCOL_TYPE as CONSUMER_PROTOCOL_TYPE
+from .consumer_protocol import decode_assignment
+from .errors import BrokerError, BrokerUnreachableError, ConnectionClosedError, check_error
 from .offsets import LATEST, OffsetInfo, list_offsets
 from .retry import with_retries
 
@@ -29,6 +31,21 @@ T = TypeVar("T")
 
 # Default time an admin operation keeps retrying after leadership or controller changes.
 DEFAULT_OPERATION_TIMEOUT = 30.0
+
+# The newest OffsetCommit and OffsetFetch versions that name topics (later ones use topic ids).
+_MAX_OFFSET_COMMIT_BY_NAME = 9
+_MAX_OFFSET_FETCH_BY_NAME = 9
+# Answers that mean "ask the group's coordinator again": it moved, or is still loading the
+# group's offsets partition (right after it became the partition's leader).
+_COORDINATOR_RETRY_CODES = frozenset({
+    ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+    ErrorCode.NOT_COORDINATOR,
+})
+# States in which a classic group has no members (Dead: it does not exist, or is being removed).
+EMPTY_GROUP_STATES = frozenset({"Empty", "Dead"})
+
+TopicPartition = tuple[str, int]
 
 
 class ResourceType(IntEnum):
@@ -84,6 +101,51 @@ class CreatedTopic:
     num_partitions: int
     replication_factor: int
     configs: dict[str, str | None] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class GroupListing:
+    """One group in a ListGroups answer; ``state`` and ``group_type`` need ListGroups v4/v5."""
+
+    group_id: str
+    protocol_type: str
+    state: str | None
+    group_type: str | None
+    coordinator: int
+
+
+@dataclass(frozen=True, slots=True)
+class GroupMember:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    # Decoded from the consumer protocol; None when the group speaks another protocol or the
+    # member's assignment cannot be decoded.
+    assignment: tuple[TopicPartition, ...] | None
+
+
+@dataclass(frozen=True, slots=True)
+class GroupDescription:
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol: str
+    members: tuple[GroupMember, ...]
+    coordinator: BrokerInfo
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.members and self.state in EMPTY_GROUP_STATES
+
+
+@dataclass(frozen=True, slots=True)
+class CommittedOffset:
+    topic: str
+    partition: int
+    offset: int
+    leader_epoch: int = -1
+    metadata: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -360,6 +422,205 @@ class AdminClient:
             metadata.cluster_id, metadata.controller_id,
             tuple(sorted(metadata.brokers.values(), key=lambda b: b.node_id)),
         )
+
+    # --- consumer groups ------------------------------------------------------------------------
+
+    async def find_group_coordinator(self, group_id: str) -> BrokerInfo:
+        """The broker coordinating ``group_id`` (FindCoordinator, batched form from version 4).
+
+        Raises BrokerError with COORDINATOR_NOT_AVAILABLE while the cluster has none yet (the
+        first lookup makes a broker create ``__consumer_offsets``); callers retry that.
+        """
+        conn = await self.cluster.any_connection()
+        version = conn.version_for(ApiKey.FIND_COORDINATOR)
+        if version >= 4:
+            response = await conn.request(
+                ApiKey.FIND_COORDINATOR, {"key_type": 0, "coordinator_keys": [group_id]}, version
+            )
+            entry = _single(response["coordinators"], "key", group_id, f"find the coordinator of group '{group_id}'")
+        else:
+            entry = await conn.request(ApiKey.FIND_COORDINATOR, {"key": group_id, "key_type": 0}, version)
+        check_error(entry["error_code"], f"find the coordinator of group '{group_id}'", entry.get("error_message"))
+        return BrokerInfo(entry["node_id"], entry["host"], entry["port"])
+
+    async def _coordinator_call(
+        self, group_id: str, call: Callable[[BrokerConnection, BrokerInfo], Awaitable[T]]
+    ) -> T:
+        """Run ``call`` against the group's coordinator; when the answer says the coordinator
+        moved or is loading, find it again and retry until the operation timeout."""
+        deadline = time.monotonic() + self.operation_timeout
+        backoff = 0.05
+        while True:
+            try:
+                coordinator = await self.find_group_coordinator(group_id)
+                conn = await self.cluster.connection_to(coordinator.node_id)
+                return await call(conn, coordinator)
+            except BrokerError as exc:
+                if exc.code not in _COORDINATOR_RETRY_CODES or time.monotonic() + backoff > deadline:
+                    raise
+            except (ConnectionClosedError, BrokerUnreachableError):
+                if time.monotonic() + backoff > deadline:
+                    raise
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, 1.0)
+
+    async def list_groups(self, states: Sequence[str] | None = None) -> list[GroupListing]:
+        """Every group of the cluster, sorted by id. Each broker lists only the groups it
+        coordinates, so every broker is asked. ``states`` (Kafka's names: Stable, Empty, ...)
+        filters on the broker when it supports ListGroups v4, here otherwise."""
+        metadata = await self.cluster.refresh_metadata([])
+        wanted = {s.lower() for s in states or ()}
+        found: dict[str, GroupListing] = {}
+        for node_id in sorted(metadata.brokers):
+            conn = await self.cluster.connection_to(node_id)
+            version = conn.version_for(ApiKey.LIST_GROUPS)
+            body = {"states_filter": list(states or ()), "types_filter": []}
+            response = await conn.request(ApiKey.LIST_GROUPS, body, version)
+            check_error(response["error_code"], f"list groups on broker {node_id}")
+            for g in response["groups"]:
+                state = g["group_state"] if version >= 4 else None
+                if wanted and state is not None and state.lower() not in wanted:
+                    continue
+                found[g["group_id"]] = GroupListing(
+                    g["group_id"], g["protocol_type"], state, g["group_type"] if version >= 5 else None, node_id
+                )
+        return [found[k] for k in sorted(found)]
+
+    async def describe_group(self, group_id: str) -> GroupDescription:
+        """State, protocol and members of a group; a group that does not exist raises
+        BrokerError GROUP_ID_NOT_FOUND (whichever way the broker says so)."""
+        operation = f"describe group '{group_id}'"
+
+        async def call(conn: BrokerConnection, coordinator: BrokerInfo) -> GroupDescription:
+            response = await conn.request(
+                ApiKey.DESCRIBE_GROUPS, {"groups": [group_id], "include_authorized_operations": False}
+            )
+            g = _single(response["groups"], "group_id", group_id, operation)
+            code = g["error_code"]
+            # DescribeGroups before v6 reports an unknown group as state Dead without an error.
+            if code == ErrorCode.GROUP_ID_NOT_FOUND or (
+                code == ErrorCode.NONE and g["group_state"] == "Dead" and not g["members"]
+            ):
+                raise BrokerError(ErrorCode.GROUP_ID_NOT_FOUND, operation, f"group '{group_id}' does not exist")
+            check_error(code, operation, g.get("error_message"))
+            members = tuple(
+                GroupMember(
+                    m["member_id"], m["group_instance_id"], m["client_id"], m["client_host"],
+                    _member_assignment(g["protocol_type"], m["member_assignment"]),
+                )
+                for m in g["members"]
+            )
+            return GroupDescription(group_id, g["group_state"], g["protocol_type"], g["protocol_data"], members,
+                                    coordinator)
+
+        return await self._coordinator_call(group_id, call)
+
+    async def list_group_offsets(
+        self, group_id: str, topics: Sequence[str] | None = None
+    ) -> dict[TopicPartition, CommittedOffset]:
+        """The group's committed offsets (OffsetFetch), for ``topics`` or every topic it has
+        offsets for. Partitions without a committed offset are left out."""
+        operation = f"fetch the offsets of group '{group_id}'"
+
+        async def call(conn: BrokerConnection, coordinator: BrokerInfo) -> dict[TopicPartition, CommittedOffset]:
+            version = min(conn.version_for(ApiKey.OFFSET_FETCH), _MAX_OFFSET_FETCH_BY_NAME)
+            # None asks for every topic the group has offsets for; named topics need their
+            # partition lists spelled out, so ask for every partition they have.
+            requested: list[dict[str, Any]] | None = None
+            if topics is not None:
+                requested = [{"name": t.name, "partition_indexes": [p.partition for p in t.partitions]}
+                             for t in await self.describe_topics(list(topics))]
+            if version >= 8:
+                body: dict[str, Any] = {
+                    "groups": [{"group_id": group_id, "member_id": None, "member_epoch": -1, "topics": requested}],
+                    "require_stable": False,
+                }
+            else:
+                body = {"group_id": group_id, "topics": requested, "require_stable": False}
+            response = await conn.request(ApiKey.OFFSET_FETCH, body, version)
+            if version >= 8:
+                entry = _single(response["groups"], "group_id", group_id, operation)
+                code, answered = entry["error_code"], entry["topics"]
+            else:
+                code, answered = response.get("error_code", 0), response["topics"]
+            check_error(code, operation)
+            out: dict[TopicPartition, CommittedOffset] = {}
+            for t in answered:
+                for p in t["partitions"]:
+                    if p["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                        continue  # older brokers' way of saying "nothing committed here"
+                    check_error(p["error_code"], f"{operation} ({t['name']} partition {p['partition_index']})")
+                    if p["committed_offset"] < 0:
+                        continue
+                    out[(t["name"], p["partition_index"])] = CommittedOffset(
+                        t["name"], p["partition_index"], p["committed_offset"],
+                        p["committed_leader_epoch"], p["metadata"],
+                    )
+            return dict(sorted(out.items()))
+
+        return await self._coordinator_call(group_id, call)
+
+    async def alter_group_offsets(
+        self, group_id: str, offsets: Mapping[TopicPartition, int], *, metadata: str = ""
+    ) -> None:
+        """Commit ``offsets`` for the group as an outsider (OffsetCommit with generation -1 and
+        no member id). Kafka accepts that only while the group has no members: for an active
+        group the broker answers UNKNOWN_MEMBER_ID, raised here as a BrokerError."""
+        operation = f"commit offsets for group '{group_id}'"
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for (topic, partition), offset in sorted(offsets.items()):
+            by_topic.setdefault(topic, []).append({
+                "partition_index": partition, "committed_offset": offset,
+                "committed_leader_epoch": -1, "committed_metadata": metadata,
+            })
+        body = {
+            "group_id": group_id,
+            "generation_id_or_member_epoch": -1,
+            "member_id": "",
+            "group_instance_id": None,
+            "retention_time_ms": -1,
+            "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
+        }
+
+        async def call(conn: BrokerConnection, coordinator: BrokerInfo) -> None:
+            version = min(conn.version_for(ApiKey.OFFSET_COMMIT), _MAX_OFFSET_COMMIT_BY_NAME)
+            response = await conn.request(ApiKey.OFFSET_COMMIT, body, version)
+            errors = [(t["name"], p["partition_index"], p["error_code"])
+                      for t in response["topics"] for p in t["partitions"] if p["error_code"] != ErrorCode.NONE]
+            if errors:
+                # Coordinator moves are answered the same for every partition: retry them all.
+                topic, partition, code = errors[0]
+                raise BrokerError(code, operation, f"refused for {topic} partition {partition}")
+
+        await self._coordinator_call(group_id, call)
+
+    async def delete_groups(self, group_ids: Sequence[str]) -> dict[str, int]:
+        """Delete groups and their committed offsets (only empty groups can be deleted).
+
+        Returns the error code for every group: 0, NON_EMPTY_GROUP, GROUP_ID_NOT_FOUND, ...
+        """
+        out: dict[str, int] = {}
+        for group_id in group_ids:
+
+            async def call(conn: BrokerConnection, coordinator: BrokerInfo, group_id: str = group_id) -> int:
+                response = await conn.request(ApiKey.DELETE_GROUPS, {"groups_names": [group_id]})
+                code: int = _single(response["results"], "group_id", group_id, f"delete group '{group_id}'")[
+                    "error_code"]
+                if code in _COORDINATOR_RETRY_CODES:
+                    raise BrokerError(code, f"delete group '{group_id}'")
+                return code
+
+            out[group_id] = await self._coordinator_call(group_id, call)
+        return out
+
+
+def _member_assignment(protocol_type: str, data: bytes) -> tuple[TopicPartition, ...] | None:
+    if protocol_type != CONSUMER_PROTOCOL_TYPE:
+        return None
+    try:
+        return tuple(decode_assignment(data).topic_partitions())
+    except DecodeError:
+        return None
 
 
 def _single(results: list[dict[str, Any]], key: str, name: str, operation: str) -> dict[str, Any]:

@@ -1,29 +1,48 @@
 """The partitions this broker hosts, kept in step with the metadata image.
 
-When the image changes the manager opens logs for new replicas, applies leadership and config
-changes, and removes the logs of deleted topics (renamed first, deleted in the background, as
-Kafka does, so a crash mid-delete can't resurrect a topic).
+When the image changes the manager opens logs for new replicas, applies leadership, ISR and
+config changes, points the replica fetchers at the partitions it follows, and removes the logs
+of deleted topics (renamed first, deleted in the background, as Kafka does, so a crash
+mid-delete can't resurrect a topic).
+
+As leader it also turns follower fetches into ISR decisions: expansion when a follower caught
+up, shrinking when one lags (``shrink_isrs``, run periodically by the broker). Proposals go to
+the controller as AlterPartition requests, batched, at most one in flight per partition; the
+partition's maximal ISR keeps the high watermark safe while one is pending.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import shutil
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..config import BrokerConfig
 from ..controller.image import MetadataImage, PartitionImage, TopicImage
+from ..controller.partition_ops import AlterPartitionRequest, AlterPartitionResult
 from ..metrics import PartitionStats
 from ..protocol.errors import ErrorCode, KafkaError
 from ..storage import Log, LogConfig
 from ..topic_config import effective_configs
+from .fetcher import FetcherConfig, ReplicaFetcherManager
 from .partition import Partition
 
+if TYPE_CHECKING:
+    from ..controller.api import ControllerApi
+
 log = logging.getLogger(__name__)
+
+# AlterPartition errors after which the leader waits for newer metadata instead of retrying.
+_STALE_STATE_ERRORS = frozenset({ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.NEW_LEADER_ELECTED,
+                                 ErrorCode.INVALID_UPDATE_VERSION, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                 ErrorCode.UNKNOWN_TOPIC_ID, ErrorCode.INVALID_REQUEST})
 
 DELETE_SUFFIX = "-delete"
 
@@ -43,6 +62,10 @@ def log_config_from(values: dict[str, str]) -> LogConfig:
         cleanup_policy=values["cleanup.policy"],
         file_delete_delay_ms=int(values["file.delete.delay.ms"]),
         flush_messages=None if flush >= (1 << 62) else flush,
+        delete_retention_ms=int(values["delete.retention.ms"]),
+        min_cleanable_dirty_ratio=float(values["min.cleanable.dirty.ratio"]),
+        min_compaction_lag_ms=int(values["min.compaction.lag.ms"]),
+        max_compaction_lag_ms=int(values["max.compaction.lag.ms"]),
     )
 
 
@@ -51,12 +74,22 @@ def partition_dir_name(topic: str, partition: int) -> str:
 
 
 class ReplicaManager:
-    def __init__(self, config: BrokerConfig, node_id: int, log_dir: Path) -> None:
+    def __init__(self, config: BrokerConfig, node_id: int, log_dir: Path,
+                 on_follower_append: Callable[[Partition], None] | None = None) -> None:
         self.config = config
         self.node_id = node_id
         self.log_dir = log_dir
         self.partitions: dict[tuple[str, int], Partition] = {}
         self._now_ms = 0
+        self.image = MetadataImage()
+        self.replica_lag_time_max_ms = config.get_int("replica.lag.time.max.ms")
+        self.controller: ControllerApi | None = None
+        self.broker_epoch = -1
+        self.fetchers = ReplicaFetcherManager(node_id, FetcherConfig.from_broker(config), self._endpoint_of,
+                                              lambda: self.broker_epoch, on_follower_append)
+        self._proposals: dict[tuple[str, int], tuple[Partition, AlterPartitionRequest]] = {}
+        self._sender: asyncio.Task[None] | None = None
+        self._retry_backoff_s = max(0.05, config.get_int("replica.fetch.backoff.ms") / 1000)
 
     # Lookups -----------------------------------------------------------------------------
 
@@ -80,6 +113,7 @@ class ReplicaManager:
     def load(self, image: MetadataImage, now_ms: int) -> None:
         """At start-up: recover every hosted log (in parallel threads) and clear deleted ones."""
         self._now_ms = now_ms
+        self.image = image
         self.log_dir.mkdir(parents=True, exist_ok=True)
         wanted = list(self._hosted(image))
         with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
@@ -97,6 +131,7 @@ class ReplicaManager:
 
     def on_image(self, old: MetadataImage, new: MetadataImage, now_ms: int) -> None:
         self._now_ms = now_ms
+        self.image = new
         for topic_name, topic in old.topics.items():
             new_topic = new.topics.get(topic_name)
             if new_topic is None or new_topic.topic_id != topic.topic_id:
@@ -132,22 +167,48 @@ class ReplicaManager:
     def _install(self, image: MetadataImage, topic: TopicImage, part: PartitionImage, log_obj: Log) -> None:
         cfg = effective_configs(image.topic_configs(topic.name), self.config)
         p = Partition(topic.name, part.partition, topic.topic_id, log_obj, self.node_id,
-                      min_insync_replicas=int(cfg["min.insync.replicas"]))
+                      min_insync_replicas=int(cfg["min.insync.replicas"]),
+                      replica_lag_time_max_ms=self.replica_lag_time_max_ms)
         self.partitions[(topic.name, part.partition)] = p
         self._apply_partition(p, topic, part)
 
     def _apply_partition(self, p: Partition, topic: TopicImage, part: PartitionImage) -> None:
+        now = self._now_ms
         if part.leader == self.node_id:
-            if not p.is_leader or p.leader_epoch != part.leader_epoch or p.isr != part.isr:
-                p.become_leader(part.leader_epoch, part.replicas, part.isr)
-        elif p.is_leader:
-            p.fail_waiters(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-            p.leader = part.leader
-            p.leader_epoch = part.leader_epoch
+            self.fetchers.unfollow(p)
+            if not p.is_leader or p.leader_epoch != part.leader_epoch:
+                log.info("broker %d leads %s-%d in epoch %d from offset %d, ISR %s", self.node_id, p.topic, p.index,
+                         part.leader_epoch, p.log.log_end_offset, list(part.isr))
+                p.become_leader(part.leader_epoch, part.replicas, part.isr, partition_epoch=part.partition_epoch,
+                                now_ms=now)
+            elif part.partition_epoch != p.partition_epoch:
+                p.update_assignment(part.partition_epoch, part.replicas, part.isr, now)
+            return
+        if p.is_leader or p.leader != part.leader or p.leader_epoch != part.leader_epoch \
+                or p.partition_epoch != part.partition_epoch:
+            p.become_follower(part.leader, part.leader_epoch, part.partition_epoch, part.replicas, part.isr)
+        leader = self.image.brokers.get(part.leader)
+        if part.leader >= 0 and leader is not None:
+            self.fetchers.follow(p)
+        else:
+            self.fetchers.unfollow(p)  # offline partition: nobody to fetch from
+
+    @staticmethod
+    def _now() -> int:
+        return int(time.time() * 1000)
+
+    def _endpoint_of(self, broker_id: int) -> tuple[str, int] | None:
+        broker = self.image.brokers.get(broker_id)
+        if broker is None:
+            return None
+        ep = broker.endpoint(self.config.get("inter.broker.listener.name")) or broker.endpoint()
+        return (ep.host, ep.port) if ep is not None else None
 
     def _remove_topic(self, topic: TopicImage) -> None:
         for key in [k for k in self.partitions if k[0] == topic.name]:
             p = self.partitions.pop(key)
+            self.fetchers.unfollow(p)
+            self._proposals.pop(key, None)
             p.fail_waiters(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             directory = p.log.directory
             p.log.close()
@@ -157,6 +218,94 @@ class ReplicaManager:
                 shutil.rmtree(target, ignore_errors=True)
             except OSError:
                 log.exception("could not delete %s", directory)
+
+    # ISR changes (leader side) ------------------------------------------------------------
+
+    def attach(self, controller: ControllerApi, broker_epoch: int) -> None:
+        """Registered: ISR changes may now be proposed, and fetches carry our broker epoch."""
+        self.controller = controller
+        self.broker_epoch = broker_epoch
+
+    def isr_eligible(self, replica_id: int, broker_epoch: int) -> bool:
+        """KIP-903: a replica may join an ISR only if it is registered, unfenced, and fetched
+        from the registration the image knows (not from a previous life of that broker)."""
+        broker = self.image.brokers.get(replica_id)
+        return broker is not None and not broker.fenced and (broker_epoch < 0 or broker_epoch == broker.epoch)
+
+    def record_follower_fetch(self, p: Partition, replica_id: int, fetch_offset: int, broker_epoch: int,
+                              now_ms: int) -> None:
+        """A follower fetched from us: move the high watermark, and propose it for the ISR if
+        it has caught up."""
+        p.update_follower(replica_id, fetch_offset, broker_epoch, now_ms)
+        if p.pending_isr is None and p.expansion_candidate(replica_id) \
+                and self.isr_eligible(replica_id, p.followers[replica_id].broker_epoch):
+            new_isr = tuple(r for r in p.replicas if r in p.isr or r == replica_id)
+            log.info("broker %d: %s-%d follower %d caught up at %d, proposing ISR %s", self.node_id, p.topic,
+                     p.index, replica_id, fetch_offset, list(new_isr))
+            self._propose(p, new_isr)
+
+    def shrink_isrs(self, now_ms: int) -> None:
+        """Propose removing followers that lag more than replica.lag.time.max.ms (periodic)."""
+        for p in list(self.partitions.values()):
+            if not p.is_leader or p.pending_isr is not None or len(p.isr) <= 1:
+                continue
+            lagging = set(p.out_of_sync_replicas(now_ms))
+            if lagging:
+                new_isr = tuple(r for r in p.isr if r not in lagging)
+                log.info("broker %d: %s-%d followers %s lag more than %d ms, proposing ISR %s", self.node_id,
+                         p.topic, p.index, sorted(lagging), p.replica_lag_time_max_ms, list(new_isr))
+                self._propose(p, new_isr)
+
+    def _propose(self, p: Partition, new_isr: tuple[int, ...]) -> None:
+        if self.controller is None or not p.is_leader or self._now() < p.next_isr_proposal_ms:
+            return
+        p.pending_isr = new_isr
+        epochs = tuple(p.followers[r].broker_epoch if r in p.followers else self.broker_epoch for r in new_isr)
+        request = AlterPartitionRequest(p.topic_id, p.index, p.leader_epoch, p.partition_epoch, new_isr, epochs)
+        self._proposals[(p.topic, p.index)] = (p, request)
+        if self._sender is None or self._sender.done():
+            self._sender = asyncio.get_running_loop().create_task(self._send_proposals())
+
+    async def _send_proposals(self) -> None:
+        """Send queued proposals as one AlterPartition call at a time (Kafka batches them too)."""
+        while self._proposals and self.controller is not None:
+            batch, self._proposals = self._proposals, {}
+            requests = [req for _, req in batch.values()]
+            try:
+                outcome = await self.controller.alter_partition(self.node_id, self.broker_epoch, requests)
+            except Exception:
+                log.exception("broker %d: AlterPartition failed; retrying", self.node_id)
+                await asyncio.sleep(self._retry_backoff_s)
+                for key, item in batch.items():
+                    self._proposals.setdefault(key, item)
+                continue
+            if outcome.error != ErrorCode.NONE:
+                log.warning("broker %d: AlterPartition refused: %s", self.node_id, outcome.error.name)
+                for p, _ in batch.values():
+                    p.pending_isr = None
+                    p.next_isr_proposal_ms = self._now() + int(self._retry_backoff_s * 1000)
+                continue
+            by_key = {(r.topic_id, r.partition): r for r in outcome.results}
+            for p, req in batch.values():
+                result = by_key.get((req.topic_id, req.partition))
+                if result is not None:
+                    self._proposal_answered(p, req, result)
+
+    def _proposal_answered(self, p: Partition, req: AlterPartitionRequest, result: AlterPartitionResult) -> None:
+        if p.pending_isr != req.new_isr or p.leader_epoch != req.leader_epoch or not p.is_leader:
+            return  # leadership or the proposal changed meanwhile
+        p.pending_isr = None
+        if result.error == ErrorCode.NONE:
+            # Apply the committed state now: with a remote controller the image may come later.
+            if result.leader_epoch == p.leader_epoch:
+                p.update_assignment(result.partition_epoch, p.replicas, result.isr, self._now_ms)
+            return
+        # Not again before the backoff: the state that made it fail (stale metadata, a replica
+        # that is not eligible) needs time, and a fetch would otherwise re-propose at once.
+        p.next_isr_proposal_ms = self._now() + int(self._retry_backoff_s * 1000)
+        level = logging.INFO if result.error in _STALE_STATE_ERRORS else logging.WARNING
+        log.log(level, "broker %d: ISR change of %s-%d to %s refused: %s %s", self.node_id, p.topic, p.index,
+                list(req.new_isr), result.error.name, result.message or "")
 
     # Housekeeping ------------------------------------------------------------------------
 
@@ -182,3 +331,18 @@ class ReplicaManager:
             except Exception:
                 log.exception("closing %s-%d failed", p.topic, p.index)
         self.partitions.clear()
+        if self._sender is not None:
+            self._sender.cancel()
+
+    def abandon(self) -> None:
+        """Let go of every log as a crash would: files closed, no checkpoint, no clean-shutdown
+        marker, so the next start recovers (in-process tests use it to "kill" a broker)."""
+        for p in self.partitions.values():
+            p.fail_waiters(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            try:
+                p.log.abandon()
+            except Exception:
+                log.exception("abandoning %s-%d failed", p.topic, p.index)
+        self.partitions.clear()
+        if self._sender is not None:
+            self._sender.cancel()

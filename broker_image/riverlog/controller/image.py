@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 from .records import (
+    BrokerRegistrationChangeRecord,
     ConfigRecord,
     Endpoint,
     PartitionChangeRecord,
@@ -33,6 +34,8 @@ class BrokerImage:
     endpoints: tuple[Endpoint, ...]
     rack: str | None
     fenced: bool
+    epoch: int = -1  # offset of its RegisterBrokerRecord in the metadata log
+    incarnation_id: str = ""
 
     def endpoint(self, listener: str | None = None) -> Endpoint | None:
         for ep in self.endpoints:
@@ -79,6 +82,10 @@ class MetadataImage:
     def topic_configs(self, name: str) -> Mapping[str, str]:
         return self.configs.get((TOPIC_RESOURCE, name), {})
 
+    def live_broker_ids(self) -> frozenset[int]:
+        """Registered, unfenced brokers: the ones that may lead or join an ISR."""
+        return frozenset(b.broker_id for b in self.brokers.values() if not b.fenced)
+
     def apply(self, records: Iterable[Record]) -> MetadataImage:
         """A new image with ``records`` applied; ``self`` is unchanged."""
         brokers = dict(self.brokers)
@@ -102,8 +109,13 @@ class MetadataImage:
             count += 1
             if isinstance(record, RegisterBrokerRecord):
                 brokers[record.broker_id] = BrokerImage(
-                    record.broker_id, record.endpoints, record.rack, record.fenced
+                    record.broker_id, record.endpoints, record.rack, record.fenced,
+                    self.offset + count, record.incarnation_id,
                 )
+            elif isinstance(record, BrokerRegistrationChangeRecord):
+                current = brokers.get(record.broker_id)
+                if current is not None and record.broker_epoch in (current.epoch, -1):
+                    brokers[record.broker_id] = replace(current, fenced=record.fenced)
             elif isinstance(record, TopicRecord):
                 topics[record.name] = TopicImage(record.name, record.topic_id, {})
                 topic_ids[record.topic_id] = record.name

@@ -1,8 +1,14 @@
-"""The single-node controller: commits metadata records to a local file and applies them.
+"""The local controller: commits metadata records to a local file and applies them.
 
-It decides with the same pure functions (``topic_ops``) the Raft quorum controller will use;
-only how records become durable differs. Records are JSON lines, fsynced before they apply, so
-an acknowledged admin request survives kill -9; a torn last line is dropped on replay.
+It decides with the same pure functions (``topic_ops``, ``partition_ops``) the Raft quorum
+controller will use; only how records become durable differs. Records are JSON lines, fsynced
+before they apply, so an acknowledged admin request survives kill -9; a torn last line is
+dropped on replay.
+
+A broker creates its own by default (single-node mode). Several brokers of one process may also
+share one instance, each subscribing to its image: that stands in for the metadata quorum in the
+replication tests, while the brokers still replicate data to each other over TCP. It implements
+``api.ControllerApi``.
 """
 
 from __future__ import annotations
@@ -12,17 +18,20 @@ import json
 import logging
 import os
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from ..protocol.errors import ErrorCode
+from . import partition_ops
+from .api import HeartbeatResult, ImageListener, Unsubscribe
 from .image import MetadataImage
-from .records import Endpoint, ProducerIdsRecord, Record, RegisterBrokerRecord, from_json, to_json
+from .partition_ops import AlterPartitionOutcome, AlterPartitionRequest, ElectionOutcome
+from .records import Endpoint, ProducerIdsRecord, Record, from_json, to_json
 from .topic_ops import NewTopic, Outcome, alter_topic_configs, create_partitions, create_topic, delete_topic
 
 log = logging.getLogger(__name__)
 
 PRODUCER_ID_BLOCK = 1000
-ImageListener = Callable[[MetadataImage, MetadataImage], None]
 
 
 def read_or_create_cluster_id(log_dir: Path, node_id: int, configured: str) -> str:
@@ -48,28 +57,48 @@ def read_or_create_cluster_id(log_dir: Path, node_id: int, configured: str) -> s
 
 
 class LocalController:
-    def __init__(self, metadata_dir: Path, node_id: int, cluster_id: str) -> None:
+    def __init__(self, metadata_dir: Path, node_id: int, cluster_id: str, *,
+                 unclean_leader_election: bool = False) -> None:
         self.node_id = node_id
         self.dir = metadata_dir
         self.path = metadata_dir / "records.jsonl"
         self.image = MetadataImage(cluster_id=cluster_id)
+        # Broker default of unclean.leader.election.enable (topics may override it).
+        self.unclean_leader_election = unclean_leader_election
         self._listeners: list[ImageListener] = []
         self._lock = asyncio.Lock()
         self._pid_block_end = 0
         self._next_pid = 0
         self._placement_start = 0
+        self._replayed = False
+        self.last_heartbeat: dict[int, float] = {}  # broker id -> loop time, for session expiry
 
     @property
     def controller_id(self) -> int:
-        return self.node_id
+        """This controller's node if it is a live broker, else the lowest live broker: clients send
+        controller requests to the id Metadata names, and any broker can serve them here."""
+        live = self.image.live_broker_ids()
+        if self.node_id in live or not live:
+            return self.node_id
+        return min(live)
 
-    def subscribe(self, listener: ImageListener) -> None:
+    def subscribe(self, listener: ImageListener) -> Unsubscribe:
         self._listeners.append(listener)
+
+        def unsubscribe() -> None:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
+        return unsubscribe
 
     # Start-up ----------------------------------------------------------------------------
 
     def replay(self) -> None:
-        """Rebuild the image from the records file, dropping a torn final line."""
+        """Rebuild the image from the records file, dropping a torn final line (once: brokers
+        sharing this controller may each call it)."""
+        if self._replayed:
+            return
+        self._replayed = True
         self.dir.mkdir(parents=True, exist_ok=True)
         records: list[Record] = []
         good_bytes = 0
@@ -89,11 +118,70 @@ class LocalController:
                     fh.truncate(good_bytes)
         self._set_image(self.image.apply(records))
 
-    async def register_broker(self, endpoints: Sequence[Endpoint], rack: str | None) -> None:
-        current = self.image.brokers.get(self.node_id)
-        record = RegisterBrokerRecord(self.node_id, tuple(endpoints), rack or None, False)
-        if current is None or current.endpoints != record.endpoints or current.rack != record.rack:
-            await self.commit([record])
+    # Broker lifecycle --------------------------------------------------------------------
+
+    async def register_broker(
+        self, broker_id: int, incarnation_id: str, endpoints: Sequence[Endpoint], rack: str | None
+    ) -> int:
+        async with self._lock:
+            await self.commit(partition_ops.register_broker(
+                self.image, broker_id, incarnation_id, endpoints, rack,
+                unclean_default=self.unclean_leader_election))
+            self.last_heartbeat[broker_id] = asyncio.get_running_loop().time()
+            return self.image.brokers[broker_id].epoch
+
+    async def heartbeat(
+        self, broker_id: int, broker_epoch: int, *, want_fence: bool = False, want_shutdown: bool = False
+    ) -> HeartbeatResult:
+        async with self._lock:
+            broker = self.image.brokers.get(broker_id)
+            if broker is None or broker.epoch != broker_epoch:
+                return HeartbeatResult(ErrorCode.STALE_BROKER_EPOCH, True)
+            self.last_heartbeat[broker_id] = asyncio.get_running_loop().time()
+            if want_shutdown or want_fence:
+                await self.commit(partition_ops.fence_broker(self.image, broker_id,
+                                                             unclean_default=self.unclean_leader_election))
+                return HeartbeatResult(ErrorCode.NONE, True, want_shutdown)
+            if broker.fenced:
+                await self.commit(partition_ops.unfence_broker(self.image, broker_id,
+                                                               unclean_default=self.unclean_leader_election))
+            return HeartbeatResult(ErrorCode.NONE, self.image.brokers[broker_id].fenced)
+
+    async def fence_broker(self, broker_id: int) -> None:
+        async with self._lock:
+            await self.commit(partition_ops.fence_broker(self.image, broker_id,
+                                                         unclean_default=self.unclean_leader_election))
+
+    async def fence_expired(self, session_timeout_ms: int) -> list[int]:
+        """Fence live brokers whose last heartbeat is older than the session timeout (Kafka's
+        ``broker.session.timeout.ms``); returns their ids. Whoever owns the controller calls it
+        periodically; in-process tests fence explicitly instead."""
+        now = asyncio.get_running_loop().time()
+        expired = [b for b in sorted(self.image.live_broker_ids())
+                   if now - self.last_heartbeat.get(b, now) > session_timeout_ms / 1000]
+        for broker_id in expired:
+            log.warning("fencing broker %d: no heartbeat for %d ms", broker_id, session_timeout_ms)
+            await self.fence_broker(broker_id)
+        return expired
+
+    # Partitions ---------------------------------------------------------------------------
+
+    async def alter_partition(
+        self, broker_id: int, broker_epoch: int, requests: Sequence[AlterPartitionRequest]
+    ) -> AlterPartitionOutcome:
+        async with self._lock:
+            outcome = partition_ops.alter_partition(self.image, broker_id, broker_epoch, requests)
+            await self.commit(outcome.records)
+            return outcome
+
+    async def elect_leaders(self, items: Sequence[tuple[str, int]], election_type: int) -> list[ElectionOutcome]:
+        async with self._lock:
+            outcomes: list[ElectionOutcome] = []
+            for topic, partition in items:
+                outcome = partition_ops.elect_leaders(self.image, topic, partition, election_type)
+                await self.commit(outcome.records)
+                outcomes.append(outcome)
+            return outcomes
 
     # Committing --------------------------------------------------------------------------
 
@@ -112,8 +200,13 @@ class LocalController:
 
     def _set_image(self, new: MetadataImage) -> None:
         old, self.image = self.image, new
-        for listener in self._listeners:
-            listener(old, new)
+        for listener in list(self._listeners):
+            try:
+                listener(old, new)
+            except Exception:
+                # One broker's failure to apply an image must not fail the commit for the others
+                # (or the request that committed it): the records are durable already.
+                log.exception("an image listener failed")
 
     # Admin operations --------------------------------------------------------------------
 
@@ -161,12 +254,12 @@ class LocalController:
                 await self.commit(outcome.records)
             return outcome
 
-    async def allocate_producer_id(self) -> int:
+    async def allocate_producer_id(self, broker_id: int) -> int:
         """Producer ids come from blocks recorded in the metadata log, so they never repeat."""
         async with self._lock:
             if self._next_pid == 0 or self._next_pid >= self._pid_block_end:
                 start = self.image.next_producer_id
-                await self.commit([ProducerIdsRecord(self.node_id, start + PRODUCER_ID_BLOCK)])
+                await self.commit([ProducerIdsRecord(broker_id, start + PRODUCER_ID_BLOCK)])
                 self._next_pid, self._pid_block_end = start, start + PRODUCER_ID_BLOCK
             pid = self._next_pid
             self._next_pid += 1

@@ -20,11 +20,28 @@ class Endpoint:
 
 @dataclass(frozen=True)
 class RegisterBrokerRecord:
+    """A broker (re)registered. Its broker epoch is this record's offset in the metadata log, so
+    every start of a broker process (a new ``incarnation_id``) gets a new, larger epoch; requests
+    carrying an older epoch (AlterPartition, heartbeats) come from a previous life and are refused.
+    A registration starts fenced: the broker is unfenced once it is ready to serve."""
+
     TYPE: ClassVar[str] = "register_broker"
     broker_id: int
     endpoints: tuple[Endpoint, ...]
     rack: str | None = None
     fenced: bool = False
+    incarnation_id: str = ""
+
+
+@dataclass(frozen=True)
+class BrokerRegistrationChangeRecord:
+    """Fence or unfence the registration of ``broker_id`` made with ``broker_epoch`` (a change
+    aimed at an older registration is ignored, as Kafka's record of the same name)."""
+
+    TYPE: ClassVar[str] = "broker_registration_change"
+    broker_id: int
+    broker_epoch: int
+    fenced: bool
 
 
 @dataclass(frozen=True)
@@ -87,6 +104,7 @@ class ProducerIdsRecord:
 
 Record = (
     RegisterBrokerRecord
+    | BrokerRegistrationChangeRecord
     | TopicRecord
     | PartitionRecord
     | PartitionChangeRecord
@@ -99,6 +117,7 @@ _TYPES: dict[str, Any] = {
     cls.TYPE: cls
     for cls in (
         RegisterBrokerRecord,
+        BrokerRegistrationChangeRecord,
         TopicRecord,
         PartitionRecord,
         PartitionChangeRecord,
@@ -133,6 +152,7 @@ def from_json(data: dict[str, Any]) -> Record:
 
 
 __all__ = [
+    "BrokerRegistrationChangeRecord",
     "ConfigRecord",
     "Endpoint",
     "PartitionChangeRecord",

@@ -37,7 +37,7 @@ from .shard import GroupShard
 
 if TYPE_CHECKING:
     from ..cluster.replica_manager import ReplicaManager
-    from ..controller.local import LocalController
+    from ..controller.api import ControllerApi
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ class _ShardHandle:
 
 class GroupCoordinator:
     def __init__(self, config: GroupConfig, node_id: int, replicas: ReplicaManager,
-                 controller: LocalController) -> None:
+                 controller: ControllerApi) -> None:
         self.config = config
         self.node_id = node_id
         self.replicas = replicas

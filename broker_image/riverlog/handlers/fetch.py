@@ -1,8 +1,14 @@
-"""Fetch: hand consumers file regions of segment files, waiting for data up to max_wait_ms.
+"""Fetch: hand consumers and followers file regions of segment files, waiting for data up to
+max_wait_ms.
 
 Record data is never read into Python: the log returns regions and the connection sendfiles
 them. Fetch sessions are answered with session id 0 (the protocol's "no session"), so clients
 keep sending full fetch requests, which is always correct.
+
+A fetch carrying a replica id comes from a follower. It may read up to the log end rather than
+the high watermark; its last fetched epoch is checked against our epochs first (a mismatch is
+answered with the diverging epoch and no records, and the follower truncates); and its fetch
+offset, once per request, tells the leader how far the follower is (high watermark, ISR).
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from ..cluster.partition import Partition
 from ..protocol.errors import ErrorCode, KafkaError
 from ..server.dispatch import RequestContext
-from .common import Body, resolve_topic, unknown_topic_code
+from .common import Body, now_ms, resolve_topic, unknown_topic_code
 
 if TYPE_CHECKING:
     from ..broker import Broker
@@ -45,10 +51,15 @@ async def handle_fetch(broker: Broker, ctx: RequestContext, req: Body) -> Body:
     max_bytes = req.get("max_bytes") or MAX_INT32
     min_bytes = max(req.get("min_bytes", 1), 0)
     max_wait = max(req.get("max_wait_ms", 0), 0) / 1000
+    replica_epoch = replica_state.get("replica_epoch", -1) if replica_state else -1
+    follower = (replica_id, replica_epoch if replica_epoch is not None else -1) if is_replica else None
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max_wait
+    first = True
     while True:
-        responses, total, partitions, had_error = _collect(broker, req, max_bytes, is_replica)
+        # Only the first pass reports the follower's position: later passes re-read after a wake-up.
+        responses, total, partitions, had_error = _collect(broker, req, max_bytes, follower, first)
+        first = False
         remaining = deadline - loop.time()
         if total >= min_bytes or had_error or remaining <= 0 or not partitions:
             break
@@ -60,8 +71,10 @@ async def handle_fetch(broker: Broker, ctx: RequestContext, req: Body) -> Body:
 
 
 def _collect(
-    broker: Broker, req: Body, max_bytes: int, is_replica: bool
+    broker: Broker, req: Body, max_bytes: int, follower: tuple[int, int] | None, report: bool
 ) -> tuple[list[Body], int, list[Partition], bool]:
+    is_replica = follower is not None
+    fetch_time = now_ms()
     total = 0
     had_error = False
     involved: list[Partition] = []
@@ -82,6 +95,16 @@ def _collect(
                 if p is None:
                     raise KafkaError("", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                 p.check_leader(fp.get("current_leader_epoch", -1))
+                if follower is not None:
+                    if follower[0] not in p.replicas:
+                        raise KafkaError("", ErrorCode.NOT_LEADER_OR_FOLLOWER)
+                    diverging = p.diverging_epoch(fp.get("last_fetched_epoch", -1), fp["fetch_offset"])
+                    if diverging is not None:
+                        entry = _partition_error(index, ErrorCode.NONE, p)
+                        entry["diverging_epoch"] = {"epoch": diverging[0], "end_offset": diverging[1]}
+                        parts.append(entry)
+                        had_error = True  # answer at once: the follower must truncate first
+                        continue
                 budget = min(fp["partition_max_bytes"], max_bytes - total)
                 # KIP-74: only the first partition with data may exceed the byte limits.
                 read = p.read(fp["fetch_offset"], max(budget, 0), replica=is_replica, min_one_batch=total == 0) \
@@ -90,6 +113,9 @@ def _collect(
                 parts.append(_partition_error(index, exc.code, p))
                 had_error = True
                 continue
+            if follower is not None and report and \
+                    p.log.log_start_offset <= fp["fetch_offset"] <= p.log.log_end_offset:
+                broker.replicas.record_follower_fetch(p, follower[0], fp["fetch_offset"], follower[1], fetch_time)
             involved.append(p)
             regions = read.regions if read is not None else []
             size = read.size if read is not None else 0

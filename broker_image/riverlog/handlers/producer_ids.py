@@ -18,6 +18,6 @@ async def handle_init_producer_id(broker: Broker, ctx: RequestContext, req: Body
                 "producer_id": -1, "producer_epoch": -1}
     # An idempotent producer re-initialising (KIP-360) simply gets a fresh id: its old
     # sequences can never collide with the new id's.
-    producer_id = await broker.controller.allocate_producer_id()
+    producer_id = await broker.controller.allocate_producer_id(broker.node_id)
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "producer_id": producer_id,
             "producer_epoch": 0}

@@ -10,7 +10,8 @@ On-the-wire layout of one batch (big-endian)::
     12 partition leader epoch   int32      not covered by the CRC (patched by the leader)
     16 magic                    int8
     17 crc                      uint32     CRC-32C of bytes 21..end
-    21 attributes               int16      bits 0-2 codec, 3 timestamp type, 4 transactional, 5 control
+    21 attributes               int16      bits 0-2 codec, 3 timestamp type, 4 transactional, 5 control,
+                                           6 delete horizon (base timestamp holds it; set by compaction)
     23 last offset delta        int32
     27 base timestamp           int64
     35 max timestamp            int64
@@ -50,6 +51,9 @@ COMPRESSION_MASK = 0x07
 TIMESTAMP_TYPE_MASK = 0x08
 TRANSACTIONAL_MASK = 0x10
 CONTROL_MASK = 0x20
+# KIP-534: the log cleaner stamps batches holding tombstones with the time after which they may be
+# removed; the base timestamp then holds that horizon and record timestamps are relative to it.
+DELETE_HORIZON_MASK = 0x40
 
 NO_TIMESTAMP = -1
 NO_PRODUCER_ID = -1
@@ -137,6 +141,14 @@ class BatchHeader:
         return bool(self.attributes & CONTROL_MASK)
 
     @property
+    def has_delete_horizon(self) -> bool:
+        return bool(self.attributes & DELETE_HORIZON_MASK)
+
+    @property
+    def delete_horizon_ms(self) -> int | None:
+        return self.base_timestamp if self.attributes & DELETE_HORIZON_MASK else None
+
+    @property
     def has_producer_id(self) -> bool:
         return self.producer_id >= 0
 
@@ -190,11 +202,17 @@ def compute_crc(buf: Buffer, header: BatchHeader) -> int:
     return crc32c.crc32c(view[header.position + ATTRIBUTES_POS : header.end])
 
 
-def validate_batch(buf: Buffer, header: BatchHeader, *, max_batch_bytes: int | None = None) -> None:
+def validate_batch(
+    buf: Buffer, header: BatchHeader, *, max_batch_bytes: int | None = None, compacted: bool = False
+) -> None:
     """Reject anything the broker must not store, with the error code Kafka uses.
 
     Order matters for the code a client sees: size first (as Kafka checks it before the CRC),
     then magic and CRC, then the record count / offset delta consistency.
+
+    ``compacted`` is for batches already in a log (recovery, replication): compaction keeps a
+    batch's base offset and last offset delta while dropping records, so the count may be lower
+    than the offset range, down to zero (an empty batch kept for its producer's sequence numbers).
     """
     if max_batch_bytes is not None and header.size > max_batch_bytes:
         raise KafkaError(
@@ -207,9 +225,15 @@ def validate_batch(buf: Buffer, header: BatchHeader, *, max_batch_bytes: int | N
         raise corrupt("record batch length is inconsistent with the data")
     if compute_crc(buf, header) != header.crc:
         raise corrupt("record batch CRC mismatch")
-    if header.record_count < 1:
+    if compacted:
+        if header.record_count < 0 or header.record_count > header.last_offset_delta + 1:
+            raise KafkaError(
+                f"record count {header.record_count} does not fit last offset delta {header.last_offset_delta}",
+                ErrorCode.INVALID_RECORD,
+            )
+    elif header.record_count < 1:
         raise KafkaError("record batch has no records", ErrorCode.INVALID_RECORD)
-    if header.last_offset_delta != header.record_count - 1:
+    elif header.last_offset_delta != header.record_count - 1:
         raise KafkaError(
             f"last offset delta {header.last_offset_delta} does not match record count {header.record_count}",
             ErrorCode.INVALID_RECORD,
@@ -406,28 +430,58 @@ def build_batch(
     body = bytearray()
     for delta, record in enumerate(records):
         _encode_record(body, record, delta, base_timestamp)
-    payload = compress(compression, bytes(body))
     attributes = compression & COMPRESSION_MASK
     if transactional:
         attributes |= TRANSACTIONAL_MASK
     if control:
         attributes |= CONTROL_MASK
-    length = HEADER_SIZE - LOG_OVERHEAD + len(payload)
+    return assemble_batch(
+        base_offset=base_offset,
+        partition_leader_epoch=partition_leader_epoch,
+        attributes=attributes,
+        last_offset_delta=len(records) - 1,
+        base_timestamp=base_timestamp,
+        max_timestamp=max_timestamp,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        record_count=len(records),
+        records=bytes(body),
+    )
+
+
+def assemble_batch(
+    *,
+    base_offset: int,
+    partition_leader_epoch: int,
+    attributes: int,
+    last_offset_delta: int,
+    base_timestamp: int,
+    max_timestamp: int,
+    producer_id: int,
+    producer_epoch: int,
+    base_sequence: int,
+    record_count: int,
+    records: bytes,
+) -> bytes:
+    """A v2 batch around an already encoded (uncompressed) records section, compressed with the
+    codec named by ``attributes``; the CRC is computed here."""
+    payload = compress(attributes & COMPRESSION_MASK, records) if records else b""
     out = bytearray(
         _HEADER.pack(
             base_offset,
-            length,
+            HEADER_SIZE - LOG_OVERHEAD + len(payload),
             partition_leader_epoch,
             MAGIC_V2,
             0,
             attributes,
-            len(records) - 1,
+            last_offset_delta,
             base_timestamp,
             max_timestamp,
             producer_id,
             producer_epoch,
             base_sequence,
-            len(records),
+            record_count,
         )
     )
     out += payload
@@ -505,3 +559,72 @@ def iter_records(buf: Buffer) -> Iterator[tuple[BatchHeader, Record]]:
         for record in decode_records(buf, header):
             yield header, record
         pos = header.end
+
+
+# --- locating records without decoding them (log compaction) --------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RawRecord:
+    """Where one record sits in a decompressed records section, with what compaction decides on.
+
+    Compaction copies the bytes of the records it keeps (``payload[start:end]``) instead of
+    re-encoding them, so nothing it does not understand (header names, attributes) can change.
+    """
+
+    offset: int
+    timestamp: int
+    key: bytes | None
+    has_value: bool
+    start: int  # the record's length varint
+    end: int
+    timestamp_end: int  # just after the timestamp delta: the offset delta and the rest follow
+
+
+def records_section(buf: Buffer, header: BatchHeader) -> bytes:
+    """The batch's records section, decompressed."""
+    if header.end > len(buf):
+        raise corrupt("record batch extends past the end of the data")
+    return decompress(header.compression, bytes(buf[header.position + HEADER_SIZE : header.end]))
+
+
+def scan_records(payload: bytes, header: BatchHeader) -> list[RawRecord]:
+    """Locate the ``header.record_count`` records of ``payload`` (from :func:`records_section`)."""
+    out: list[RawRecord] = []
+    pos = 0
+    log_append_time = header.is_log_append_time
+    for _ in range(header.record_count):
+        start = pos
+        length, pos = read_varint(payload, pos)
+        end = pos + length
+        if length < 0 or end > len(payload):
+            raise corrupt("record extends past the batch")
+        pos += 1  # record attributes
+        timestamp_delta, pos = read_varint(payload, pos)
+        timestamp_end = pos
+        offset_delta, pos = read_varint(payload, pos)
+        key, pos = _decode_bytes(payload, pos)
+        value_length, pos = read_varint(payload, pos)
+        if pos > end:
+            raise corrupt("record length does not match its fields")
+        timestamp = header.max_timestamp if log_append_time else header.base_timestamp + timestamp_delta
+        out.append(RawRecord(header.base_offset + offset_delta, timestamp, key, value_length >= 0, start, end,
+                             timestamp_end))
+        pos = end
+    return out
+
+
+def copy_record(payload: bytes, record: RawRecord, base_timestamp: int | None = None) -> bytes:
+    """The record's bytes, with its timestamp delta recomputed against ``base_timestamp`` if given
+    (a batch whose base timestamp changes, as when it gets a delete horizon)."""
+    if base_timestamp is None:
+        return payload[record.start : record.end]
+    _, pos = read_varint(payload, record.start)
+    out = bytearray()
+    out.append(payload[pos])  # record attributes
+    write_varint(out, record.timestamp - base_timestamp)
+    out += payload[record.timestamp_end : record.end]
+    framed = bytearray()
+    write_varint(framed, len(out))
+    framed += out
+    return bytes(framed)

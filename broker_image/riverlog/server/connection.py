@@ -121,6 +121,12 @@ class Connection(asyncio.Protocol):
             self._transport.close()
         self.closed = True
 
+    def abort(self) -> None:
+        """Drop the connection without sending what is still buffered (a crash, for tests)."""
+        if self._transport and not self.closed:
+            self._transport.abort()
+        self.closed = True
+
     async def _work(self) -> None:
         try:
             while True:

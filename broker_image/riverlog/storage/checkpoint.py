@@ -14,6 +14,16 @@ stays self-contained (moving or deleting it is one directory operation).
 ``recovery_point``: every byte below this offset was fsynced, so a restart after a crash only
 validates segments from the one containing it onward.
 
+``cleaner-offset-checkpoint`` (text, replaced atomically; only in compacted logs)::
+
+    0
+    clean_offset <n>
+    delete_horizon <ms, or -1>
+
+``clean_offset``: everything below it has been compacted (the log cleaner's "first dirty
+offset"). ``delete_horizon``: the earliest time at which a kept tombstone may be removed, so the
+cleaner knows to run again then even if little new data arrived.
+
 ``.riverlog-clean-shutdown``: written last by a clean close, removed by open before anything else
 is written; present at open means the files are complete and the indexes can be trusted.
 """
@@ -26,6 +36,8 @@ from pathlib import Path
 from riverlog.storage.files import atomic_write, fsync_dir, fsync_path
 
 STATE_NAME = "partition-state.checkpoint"
+CLEANER_NAME = "cleaner-offset-checkpoint"
+NO_HORIZON = -1
 CLEAN_SHUTDOWN_NAME = ".riverlog-clean-shutdown"
 
 
@@ -60,6 +72,45 @@ def write_state(directory: Path, state: PartitionState, *, sync: bool) -> None:
         f"high_watermark {state.high_watermark}\n"
     )
     atomic_write(directory / STATE_NAME, text.encode(), sync=sync)
+
+
+@dataclass(frozen=True, slots=True)
+class CleanerState:
+    clean_offset: int
+    delete_horizon: int = NO_HORIZON
+
+
+def read_cleaner_state(directory: Path) -> CleanerState | None:
+    try:
+        lines = (directory / CLEANER_NAME).read_text().split("\n")
+    except (FileNotFoundError, UnicodeDecodeError):
+        return None
+    values: dict[str, int] = {}
+    try:
+        if lines[0].strip() != "0":
+            return None
+        for line in lines[1:]:
+            if line.strip():
+                key, value = line.split()
+                values[key] = int(value)
+        return CleanerState(values["clean_offset"], values.get("delete_horizon", NO_HORIZON))
+    except (IndexError, KeyError, ValueError):
+        return None
+
+
+def write_cleaner_state(directory: Path, state: CleanerState, *, sync: bool = True) -> None:
+    text = f"0\nclean_offset {state.clean_offset}\ndelete_horizon {state.delete_horizon}\n"
+    atomic_write(directory / CLEANER_NAME, text.encode(), sync=sync)
+
+
+def truncate_cleaner_state(directory: Path, end_offset: int) -> None:
+    """The log was truncated to ``end_offset``: data appended there later is dirty again."""
+    state = read_cleaner_state(directory)
+    if state is not None and state.clean_offset > end_offset:
+        # Not fsynced: truncation runs on the event loop. A stale (too high) clean offset is safe:
+        # records it wrongly calls clean only miss deduplication against each other, they never
+        # cause another record's removal (only the dirty section's keys do).
+        write_cleaner_state(directory, CleanerState(end_offset, state.delete_horizon), sync=False)
 
 
 def sync_state(directory: Path) -> None:

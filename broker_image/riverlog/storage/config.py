@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 
 DAY_MS = 24 * 3600 * 1000
+LONG_MAX = (1 << 63) - 1
 
 
 @dataclass
@@ -26,6 +27,11 @@ class LogConfig:
     # Broker-level in Kafka (producer.id.expiration.ms): idle idempotent producers are forgotten
     # after this long so their state does not grow without bound.
     producer_id_expiration_ms: int = DAY_MS
+    # Compaction (cleanup.policy containing "compact"), see cleaner.py.
+    delete_retention_ms: int = DAY_MS
+    min_cleanable_dirty_ratio: float = 0.5
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = LONG_MAX
 
     @property
     def log_append_time(self) -> bool:
@@ -35,6 +41,19 @@ class LogConfig:
     def deletes(self) -> bool:
         """Whether retention applies: cleanup.policy is a list that may hold "delete" and/or "compact"."""
         return "delete" in (p.strip() for p in self.cleanup_policy.split(","))
+
+    @property
+    def compacts(self) -> bool:
+        """Whether the log cleaner keeps only the latest record per key (cleanup.policy "compact")."""
+        return "compact" in (p.strip() for p in self.cleanup_policy.split(","))
+
+    @property
+    def roll_ms(self) -> int:
+        """segment.ms, shortened to max.compaction.lag.ms on compacted logs (as Kafka does): records
+        in the active segment cannot be cleaned, so it must roll for the lag bound to hold."""
+        if self.compacts and 0 < self.max_compaction_lag_ms < self.segment_ms:
+            return self.max_compaction_lag_ms
+        return self.segment_ms
 
     @classmethod
     def from_topic_configs(cls, configs: Mapping[str, str | None], base: LogConfig | None = None) -> LogConfig:
@@ -48,6 +67,8 @@ class LogConfig:
             current = values[name]
             if name in ("message_timestamp_type", "cleanup_policy"):
                 values[name] = raw
+            elif isinstance(current, float):
+                values[name] = float(raw)
             elif name == "flush_messages" or isinstance(current, int):
                 values[name] = int(raw)
         return cls(**values)

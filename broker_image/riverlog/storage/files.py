@@ -10,6 +10,11 @@ LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 DELETED_SUFFIX = ".deleted"
+# Log cleaner (cleaner.py): segments being written, segments committed but not yet in place, and
+# the record of which old segments a committed swap replaces.
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
+SWAP_RANGE_SUFFIX = ".swap-range"
 
 
 def offset_file_name(offset: int, suffix: str) -> str:

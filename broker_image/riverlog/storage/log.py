@@ -8,6 +8,8 @@ Directory contents::
     partition-state.checkpoint                        log start offset, recovery point, high watermark
     .riverlog-clean-shutdown                          present only between a clean close and the next open
     *.deleted                                         removed segments, unlinked after file.delete.delay.ms
+    cleaner-offset-checkpoint                         how far compaction got (compacted logs, cleaner.py)
+    *.cleaned / *.swap / <base>.swap-range            a compaction swap in progress (finished or undone at open)
 
 Threading: the event loop appends and reads; flush(), open() and maintenance() may run in a thread
 pool. One lock guards the in-memory state; fsyncs happen outside it so a slow disk does not stall
@@ -33,6 +35,8 @@ from riverlog.protocol.record_batch import (
     iter_batches,
     patch_offset_and_epoch,
     read_header,
+    records_section,
+    scan_records,
     set_log_append_time,
     validate_batch,
 )
@@ -40,12 +44,17 @@ from riverlog.storage import checkpoint
 from riverlog.storage.config import LogConfig
 from riverlog.storage.epoch_cache import LeaderEpochCache
 from riverlog.storage.files import (
+    CLEANED_SUFFIX,
     DELETED_SUFFIX,
     INDEX_SUFFIX,
     LOG_SUFFIX,
+    SWAP_RANGE_SUFFIX,
+    SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
+    atomic_write,
     fsync_dir,
     fsync_path,
+    offset_file_name,
     parse_offset_file_name,
 )
 from riverlog.storage.producer_state import ProducerEntry, ProducerStateManager
@@ -97,6 +106,8 @@ class Log:
         self._lock = threading.RLock()
         self._unflushed_segments: list[LogSegment] = []  # rolled since the last flush
         self._pending_deletion: list[tuple[LogSegment, int | None]] = []  # (segment, unlink due at)
+        # Bumped by every truncation: a compaction pass planned before one must not swap after it.
+        self.truncations = 0
         self._closed = False
 
     # ------------------------------------------------------------------ opening and recovery
@@ -168,6 +179,7 @@ class Log:
 
     def _tidy_directory(self) -> list[int]:
         """Remove leftovers of interrupted operations; return the segment base offsets."""
+        self._complete_swaps()
         names = os.listdir(self.directory)
         bases = sorted(b for n in names if (b := parse_offset_file_name(n, LOG_SUFFIX)) is not None)
         known = set(bases)
@@ -176,9 +188,46 @@ class Log:
                 (b := parse_offset_file_name(name, suffix)) is not None and b not in known
                 for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX)
             )
-            if name.endswith((DELETED_SUFFIX, ".tmp", ".cleaned", ".swap")) or orphan_index:
+            if name.endswith((DELETED_SUFFIX, ".tmp", CLEANED_SUFFIX, SWAP_SUFFIX)) or orphan_index:
                 (self.directory / name).unlink(missing_ok=True)
         return bases
+
+    def _complete_swaps(self) -> None:
+        """Finish a compaction swap that a crash interrupted (see :meth:`replace_segments`).
+
+        ``<base>.log.swap`` beside ``<base>.swap-range`` means the swap was committed: the old
+        segments with base offsets in [base, upper) go and the ``.swap`` files take their names.
+        Without the ``.log.swap`` the swap either never committed (``.cleaned`` files, removed by
+        the tidy-up) or already completed; either way only the range file is left to remove.
+        """
+        directory = self.directory
+        names = os.listdir(directory)
+        finished = False
+        for name in names:
+            base = parse_offset_file_name(name, SWAP_RANGE_SUFFIX)
+            if base is None:
+                continue
+            swap_log = directory / (offset_file_name(base, LOG_SUFFIX) + SWAP_SUFFIX)
+            try:
+                upper = int((directory / name).read_text().strip())
+            except (OSError, ValueError):
+                upper = None  # written atomically, so never torn; unreadable means not ours
+            if upper is not None and swap_log.exists():
+                for other in names:
+                    for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                        old_base = parse_offset_file_name(other, suffix)
+                        if old_base is not None and base <= old_base < upper:
+                            (directory / other).unlink(missing_ok=True)
+                # Indexes first, the log last, as the live swap does; a missing index is rebuilt.
+                for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX):
+                    final = directory / offset_file_name(base, suffix)
+                    swapped = final.with_name(final.name + SWAP_SUFFIX)
+                    if swapped.exists():
+                        os.replace(swapped, final)
+            (directory / name).unlink(missing_ok=True)
+            finished = True
+        if finished:
+            fsync_dir(directory)
 
     def _recover_segments(self, first: int) -> None:
         """Validate segments ``first``.. (crash recovery); a torn or corrupt batch ends the log there:
@@ -287,6 +336,8 @@ class Log:
             validate_batch(view, header, max_batch_bytes=config.max_message_bytes)
             if header.is_control and not allow_control:
                 raise KafkaError("clients may not send control batches", ErrorCode.INVALID_RECORD)
+            if config.compacts and not header.is_control:
+                self._require_keys(view, header)
         log_append_time = now_ms if config.log_append_time else -1
 
         with self._lock:
@@ -347,6 +398,17 @@ class Log:
                 len(view),
             )
 
+    def _require_keys(self, view: memoryview, header: BatchHeader) -> None:
+        """Compaction keeps the latest record per key, so a keyless record has no place in a
+        compacted log: Kafka rejects it at produce time with INVALID_RECORD, and so do we. This
+        costs a decompression, paid only on compacted topics (as in Kafka)."""
+        for record in scan_records(records_section(view, header), header):
+            if record.key is None:
+                raise KafkaError(
+                    f"Compacted topic cannot accept message without key in topic partition {self.directory.name}.",
+                    ErrorCode.INVALID_RECORD,
+                )
+
     def append_as_follower(self, records: bytes | bytearray | memoryview, *, now_ms: int = 0) -> AppendInfo:
         """Append batches replicated from the leader: offsets, epochs and timestamps kept as given.
 
@@ -356,7 +418,7 @@ class Log:
         view = memoryview(records)
         headers = list(iter_batches(view))
         for header in headers:
-            validate_batch(view, header)
+            validate_batch(view, header, compacted=True)  # the leader's log may be compacted
         with self._lock:
             self._check_open()
             if not headers:
@@ -400,7 +462,7 @@ class Log:
                 active.size > 0
                 and (
                     active.size + len(data) > config.segment_bytes
-                    or active.time_to_roll(now_ms, max_timestamp, config.segment_ms)
+                    or active.time_to_roll(now_ms, max_timestamp, config.roll_ms)
                     or active.index_full(config.segment_index_bytes)
                 )
             )
@@ -640,7 +702,7 @@ class Log:
                 return
             self.apply_retention(now_ms)
             active = self.active_segment
-            if active.time_to_roll(now_ms, now_ms, self.config.segment_ms):
+            if active.time_to_roll(now_ms, now_ms, self.config.roll_ms):
                 self._roll(self.log_end_offset, now_ms)
             still_pending: list[tuple[LogSegment, int | None]] = []
             for segment, due in self._pending_deletion:
@@ -653,6 +715,87 @@ class Log:
             self._pending_deletion = still_pending
             self.producers.expire(now_ms, self.config.producer_id_expiration_ms)
 
+    # ------------------------------------------------------------------ compaction (cleaner.py)
+
+    @property
+    def lock(self) -> threading.RLock:
+        """For the log cleaner: hold it to see the segments, producer state and high watermark
+        consistently. Never hold it across slow work."""
+        return self._lock
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def replace_segments(
+        self, old: list[LogSegment], upper: int, now_ms: int, *, truncations: int | None = None
+    ) -> bool:
+        """Swap consecutive inactive segments ``old`` (covering [old[0].base, upper)) for the log
+        cleaner's complete, fsynced ``<base>.*.cleaned`` files, base = old[0].base_offset.
+
+        Returns False, changing nothing, if the log moved on meanwhile (closed, truncated since
+        ``truncations`` was read, or a segment removed by retention): the caller then discards
+        its files.
+
+        Crash safety. ``<base>.swap-range`` (holding ``upper``) is written first; renaming the
+        ``.cleaned`` log to ``.swap`` commits; the old segments become ``*.deleted`` (their open
+        files keep serving in-flight fetches until file.delete.delay.ms); the ``.swap`` files
+        take their final names; the range file goes. Open finishes a committed swap from the
+        range file (:meth:`_complete_swaps`) and removes an uncommitted one's ``.cleaned`` files.
+        """
+        if not old:
+            return False
+        directory = self.directory
+        base = old[0].base_offset
+        # Written (and fsynced) before taking the lock, so appends do not wait for it; alone,
+        # without a ``.log.swap``, it means nothing and open removes it.
+        range_path = directory / offset_file_name(base, SWAP_RANGE_SUFFIX)
+        atomic_write(range_path, f"{upper}\n".encode(), sync=True)
+        with self._lock:
+            if self._closed or (truncations is not None and truncations != self.truncations):
+                range_path.unlink(missing_ok=True)
+                return False
+            start = next((i for i, s in enumerate(self.segments) if s is old[0]), None)
+            end = None if start is None else start + len(old)
+            if (
+                start is None
+                or end is None
+                or end >= len(self.segments)  # the active segment is never swapped
+                or any(a is not b for a, b in zip(self.segments[start:end], old, strict=True))
+                or self.segments[end].base_offset != upper
+            ):
+                range_path.unlink(missing_ok=True)
+                return False
+            suffixes = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX)  # the log last: its rename commits
+            try:
+                for suffix in suffixes:
+                    name = offset_file_name(base, suffix)
+                    os.replace(directory / (name + CLEANED_SUFFIX), directory / (name + SWAP_SUFFIX))
+                fsync_dir(directory)
+            except OSError:
+                for suffix in suffixes:
+                    name = offset_file_name(base, suffix)
+                    with contextlib.suppress(OSError):
+                        if (directory / (name + SWAP_SUFFIX)).exists():
+                            os.replace(directory / (name + SWAP_SUFFIX), directory / (name + CLEANED_SUFFIX))
+                range_path.unlink(missing_ok=True)
+                raise
+            for segment in old:
+                if segment in self._unflushed_segments:
+                    self._unflushed_segments.remove(segment)
+                segment.mark_deleted()
+                self._pending_deletion.append((segment, now_ms + self.config.file_delete_delay_ms))
+            for suffix in suffixes:
+                name = offset_file_name(base, suffix)
+                os.replace(directory / (name + SWAP_SUFFIX), directory / name)
+            fsync_dir(directory)
+            range_path.unlink(missing_ok=True)
+            cleaned = LogSegment.open(directory, base, now_ms=now_ms)
+            cleaned.next_offset = upper
+            cleaned.inactive = True
+            self.segments[start:end] = [cleaned]
+            return True
+
     # ------------------------------------------------------------------ truncation (followers)
 
     def truncate_to(self, offset: int) -> None:
@@ -660,6 +803,11 @@ class Log:
         with self._lock:
             self._check_open()
             if offset >= self.log_end_offset:
+                # Nothing to cut, but an epoch may start at the log end: this replica led that
+                # epoch without appending. The leader's log does not have it, so drop it, or the
+                # follower would keep presenting it as its last fetched epoch (Kafka does the same).
+                if self.epochs.truncate_from_end(self.log_end_offset):
+                    self.epochs.write()
                 return
             if offset < self.log_start_offset:
                 self.truncate_fully_and_start_at(offset)
@@ -694,12 +842,14 @@ class Log:
             self._after_truncation()
 
     def _after_truncation(self) -> None:
+        self.truncations += 1
         self.high_watermark = self._clamp(self.high_watermark)
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
         self.epochs.truncate_from_end(self.log_end_offset)
         self.epochs.write()
         self._rebuild_producer_state()
         checkpoint.write_state(self.directory, self._state(), sync=False)
+        checkpoint.truncate_cleaner_state(self.directory, self.log_end_offset)
 
     # ------------------------------------------------------------------ leader epochs
 
@@ -760,6 +910,15 @@ class Log:
             checkpoint.write_state(self.directory, self._state(), sync=True)
             self._close_files()
             checkpoint.mark_clean_shutdown(self.directory)
+
+    def abandon(self) -> None:
+        """Close the files as a crashed process would leave them: no flush, no checkpoint, no
+        clean-shutdown marker (what was written stays in the page cache, as after kill -9)."""
+        with self._lock:
+            if not self._closed:
+                for segment in self.segments:
+                    segment.close()
+                self._closed = True
 
     def _close_files(self) -> None:
         for segment in self.segments:

@@ -44,15 +44,19 @@ AppendedBatch = tuple[int, int, int, int]
 
 
 class LogSegment:
-    def __init__(self, directory: Path, base_offset: int, file: FileIO, *, created_ms: int) -> None:
+    def __init__(
+        self, directory: Path, base_offset: int, file: FileIO, *, created_ms: int, suffix: str = ""
+    ) -> None:
         self.directory = directory
         self.base_offset = base_offset
-        self.log_path = directory / offset_file_name(base_offset, LOG_SUFFIX)
+        self.log_path = directory / (offset_file_name(base_offset, LOG_SUFFIX) + suffix)
         self.file = file
         self.fd = file.fileno()
         self.size = os.fstat(self.fd).st_size
-        self.offset_index = OffsetIndex(directory / offset_file_name(base_offset, INDEX_SUFFIX), base_offset)
-        self.time_index = TimeIndex(directory / offset_file_name(base_offset, TIME_INDEX_SUFFIX), base_offset)
+        self.offset_index = OffsetIndex(directory / (offset_file_name(base_offset, INDEX_SUFFIX) + suffix), base_offset)
+        self.time_index = TimeIndex(
+            directory / (offset_file_name(base_offset, TIME_INDEX_SUFFIX) + suffix), base_offset
+        )
         # One past the last offset stored here; exact for the active segment, for older segments
         # the log sets it to the next segment's base offset (equal unless there are gaps).
         self.next_offset = base_offset
@@ -68,11 +72,14 @@ class LogSegment:
     # --- life cycle ---
 
     @classmethod
-    def create(cls, directory: Path, base_offset: int, *, now_ms: int) -> LogSegment:
-        """A new empty segment (any leftover files with the same base offset are emptied)."""
-        path = directory / offset_file_name(base_offset, LOG_SUFFIX)
+    def create(cls, directory: Path, base_offset: int, *, now_ms: int, suffix: str = "") -> LogSegment:
+        """A new empty segment (any leftover files with the same base offset are emptied).
+
+        ``suffix`` is appended to all three file names: the log cleaner builds its segments as
+        ``<base>.log.cleaned`` etc. beside the live ones, and renames them in when complete."""
+        path = directory / (offset_file_name(base_offset, LOG_SUFFIX) + suffix)
         file = open(path, "w+b", buffering=0)  # noqa: SIM115 - owned by the segment until close()
-        segment = cls(directory, base_offset, file, created_ms=now_ms)
+        segment = cls(directory, base_offset, file, created_ms=now_ms, suffix=suffix)
         segment.offset_index.reset()
         segment.time_index.reset()
         segment.indexes_checked = True
@@ -244,7 +251,7 @@ class LogSegment:
                 buf_pos, rel = pos, 0
                 header = read_header(buf, 0)
             try:
-                validate_batch(buf, header)
+                validate_batch(buf, header, compacted=True)
             except KafkaError:
                 return
             if header.base_offset < expected or not self.fits_offset(header.last_offset):

@@ -1,0 +1,108 @@
+"""What a broker needs from the metadata controller: one small interface, two implementations.
+
+``LocalController`` implements it today (records fsynced to a local file; one instance may be
+shared by several in-process brokers, which is how the replication tests run a cluster). The Raft
+quorum controller will implement the same interface on each broker: ``image`` and ``subscribe``
+then come from the broker's own replica of the metadata log, and the ``async`` methods become
+requests to the active controller (Kafka's BrokerRegistration, BrokerHeartbeat, AlterPartition,
+ElectLeaders, CreateTopics ... RPCs), each returning once its records are committed *and* applied
+to this broker's image, so callers may read ``image`` right after.
+
+Decisions are the pure functions of ``topic_ops`` and ``partition_ops``; an implementation only
+makes their records durable, orders them, and applies them.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from ..protocol.errors import ErrorCode
+from .image import MetadataImage
+from .partition_ops import AlterPartitionOutcome, AlterPartitionRequest, ElectionOutcome
+from .records import Endpoint
+from .topic_ops import NewTopic, Outcome
+
+# Called with (old image, new image) after records are applied, on the event loop thread. It
+# must not block and must not await the controller (it runs inside a commit).
+ImageListener = Callable[[MetadataImage, MetadataImage], None]
+Unsubscribe = Callable[[], None]
+
+
+@dataclass(frozen=True)
+class HeartbeatResult:
+    error: ErrorCode = ErrorCode.NONE  # STALE_BROKER_EPOCH: the registration is not this process's
+    fenced: bool = True
+    in_controlled_shutdown: bool = False
+
+
+class ControllerApi(Protocol):
+    @property
+    def image(self) -> MetadataImage:
+        """The latest metadata image this broker has applied."""
+        ...
+
+    @property
+    def controller_id(self) -> int:
+        """The broker id clients should send controller requests to (Metadata, DescribeCluster)."""
+        ...
+
+    def subscribe(self, listener: ImageListener) -> Unsubscribe:
+        ...
+
+    # Broker lifecycle ----------------------------------------------------------------------
+
+    async def register_broker(
+        self, broker_id: int, incarnation_id: str, endpoints: Sequence[Endpoint], rack: str | None
+    ) -> int:
+        """Register a starting broker process (fenced); returns its broker epoch."""
+        ...
+
+    async def heartbeat(
+        self, broker_id: int, broker_epoch: int, *, want_fence: bool = False, want_shutdown: bool = False
+    ) -> HeartbeatResult:
+        """Liveness; ``want_fence=False`` asks to be unfenced (the broker is ready to serve),
+        ``want_shutdown=True`` is a controlled shutdown: leadership moves away and the broker is
+        fenced before the call returns."""
+        ...
+
+    async def fence_broker(self, broker_id: int) -> None:
+        """Fence a broker that is gone (missed heartbeats; tests call it directly after a crash)."""
+        ...
+
+    # Partitions ----------------------------------------------------------------------------
+
+    async def alter_partition(
+        self, broker_id: int, broker_epoch: int, requests: Sequence[AlterPartitionRequest]
+    ) -> AlterPartitionOutcome:
+        """ISR changes proposed by partition leaders (see ``partition_ops.alter_partition``)."""
+        ...
+
+    async def elect_leaders(self, items: Sequence[tuple[str, int]], election_type: int) -> list[ElectionOutcome]:
+        ...
+
+    # Admin ---------------------------------------------------------------------------------
+
+    async def create_topics(
+        self, requests: Sequence[NewTopic], *, validate_only: bool, default_partitions: int,
+        default_replication: int,
+    ) -> list[Outcome]:
+        ...
+
+    async def delete_topics(self, items: Sequence[tuple[str | None, uuid.UUID | None]]) -> list[Outcome]:
+        ...
+
+    async def create_partitions(
+        self, items: Sequence[tuple[str, int, Sequence[Sequence[int]] | None]], *, validate_only: bool
+    ) -> list[Outcome]:
+        ...
+
+    async def alter_topic_configs(
+        self, name: str, values: Mapping[str, str | None], *, replace_all: bool, validate_only: bool
+    ) -> Outcome:
+        ...
+
+    async def allocate_producer_id(self, broker_id: int) -> int:
+        ...
