@@ -268,3 +268,18 @@ def test_local_controller_shared_by_brokers_persists_their_lifecycle(tmp_path: P
         assert again.image == controller.image
 
     asyncio.run(scenario())
+
+
+def test_local_controller_fences_brokers_whose_heartbeats_stop(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        controller = LocalController(tmp_path / "meta", 1, "cid")
+        controller.replay()
+        epochs = {n: await controller.register_broker(n, f"i{n}", endpoint(n), None) for n in (1, 2)}
+        for n in (1, 2):
+            await controller.heartbeat(n, epochs[n])
+        await asyncio.sleep(0.15)
+        await controller.heartbeat(2, epochs[2])
+        assert await controller.fence_expired(100) == [1]
+        assert controller.image.brokers[1].fenced and not controller.image.brokers[2].fenced
+
+    asyncio.run(scenario())

@@ -78,6 +78,9 @@ class Partition:
     pending_isr: tuple[int, ...] | None = None
     leader_epoch_start_offset: int = 0
     next_isr_proposal_ms: int = 0  # after a refused proposal, wait before proposing again
+    # Replicas that may not join the ISR now (fenced or unregistered brokers), kept current by
+    # the replica manager: they must not hold the high watermark back either.
+    ineligible: frozenset[int] = frozenset()
     replica_lag_time_max_ms: int = 30_000
     flush_pending: bool = False
     # Futures resolved when the high watermark moves (acks=all) or data arrives (fetch waits).
@@ -226,7 +229,7 @@ class Partition:
             # Non-ISR followers that are caught up hold the high watermark back too (KIP-841's
             # eligibility aside): otherwise, under steady load, the high watermark would run
             # ahead of them forever and they could never qualify for the ISR.
-            if r in maximal or (state.log_end_offset >= 0
+            if r in maximal or (state.log_end_offset >= 0 and r not in self.ineligible
                                 and state.caught_up(leo, now_ms, self.replica_lag_time_max_ms)):
                 new_hw = min(new_hw, state.log_end_offset)
         if new_hw > self.log.high_watermark:

@@ -176,6 +176,8 @@ class ReplicaManager:
         now = self._now_ms
         if part.leader == self.node_id:
             self.fetchers.unfollow(p)
+            live = self.image.live_broker_ids()
+            p.ineligible = frozenset(r for r in part.replicas if r not in live)
             if not p.is_leader or p.leader_epoch != part.leader_epoch:
                 log.info("broker %d leads %s-%d in epoch %d from offset %d, ISR %s", self.node_id, p.topic, p.index,
                          part.leader_epoch, p.log.log_end_offset, list(part.isr))

@@ -120,7 +120,7 @@ def _collect(
             regions = read.regions if read is not None else []
             size = read.size if read is not None else 0
             total += size
-            if size:
+            if size and not is_replica:  # the metric counts what consumers read
                 metrics.bytes_out.labels(topic=topic.name).inc(size)
             parts.append({
                 "partition_index": index, "error_code": ErrorCode.NONE,
