@@ -10,10 +10,11 @@ A restarted node gets only what its disk holds.
 Invariants are checked as events happen and at every step (:class:`Checker`):
 
 - election safety: at most one leader per epoch, ever;
-- log matching: an entry (offset, epoch) has the same data and the same previous epoch in every
-  log that holds it, which by induction means identical prefixes;
-- no truncation of a committed entry, and leader completeness: a new leader's log holds every
-  entry committed so far;
+- log matching: an entry (offset, epoch) has the same data and the same previous epoch on every
+  disk that holds it, which by induction means identical prefixes;
+- no loss of committed entries: no node truncates below its own high watermark, and an entry
+  any node applied stays on a majority of voters' disks (or in their snapshots);
+- leader completeness: a leader of a later epoch than the one that committed an entry holds it;
 - state-machine safety: every node applies the same entry at each offset, contiguously, and a
   snapshot it restores equals the state everyone had at that offset;
 - bookkeeping: high watermarks never go back, the disk equals the node's log once its Readys are
@@ -111,6 +112,9 @@ class Disk:
     @property
     def end(self) -> int:
         return self.base + len(self.entries)
+
+    def snapshot_covers(self, offset: int) -> bool:
+        return self.snapshot is not None and offset < self.snapshot.end_offset
 
     def epoch_at(self, offset: int) -> int | None:
         if self.base <= offset < self.end:
@@ -248,15 +252,30 @@ class Checker:
         if r.truncate_to is not None:
             # Entries below a new log start went into a snapshot (an install discards the whole
             # log): only the ones above it are really removed.
-            self._check_truncation(node, max(r.truncate_to, r.log_start or 0))
+            self._check_truncation(node, raft, max(r.truncate_to, r.log_start or 0))
 
-    def _check_truncation(self, node: SimNode, truncate_to: int) -> None:
-        # The node's log is already cut; what it dropped is still in the mirror.
-        mirror = node.mirror
+    def _check_truncation(self, node: SimNode, raft: RaftNode, truncate_to: int) -> None:
+        """No committed entry is lost. A node may drop an entry that others committed if it did
+        not know (e.g. an observer or lagging voter told by a stale leader of an older epoch
+        that its log diverges); but never below its own high watermark, and the entry must stay
+        on the disks of a majority of voters (the majority that acknowledged it cannot be told
+        to drop it: the leaders they follow afterwards all hold it)."""
+        if truncate_to < raft.high_watermark:
+            self.fail(f"node {node.id} truncates to {truncate_to}, below its high watermark {raft.high_watermark}")
+        mirror = node.mirror  # the node's log is already cut; what it dropped is still here
+        majority = len(self.sim.voters) // 2 + 1
         for entry in mirror.entries[max(0, truncate_to - mirror.base) :]:
             c = self.committed.get(entry.offset)
-            if c is not None and c.epoch == entry.epoch:
-                self.fail(f"node {node.id} truncates committed entry {entry.offset} (epoch {entry.epoch})")
+            if c is None or c.epoch != entry.epoch:
+                continue
+            holders = [
+                v for v in self.sim.voters
+                if v != node.id and (self.sim.nodes[v].disk.epoch_at(entry.offset) == entry.epoch
+                                     or self.sim.nodes[v].disk.snapshot_covers(entry.offset))
+            ]
+            if len(holders) < majority:
+                self.fail(f"node {node.id} drops committed entry {entry.offset} (epoch {entry.epoch}), "
+                          f"left on voters {holders} only")
 
     def on_leader(self, node: SimNode, raft: RaftNode) -> None:
         other = self.leaders.setdefault(raft.epoch, node.id)
@@ -686,6 +705,7 @@ class Cluster:
         self.inbox: deque[Message] = deque()
         self.blocked: set[tuple[int, int]] = set()
         self.sent: list[Message] = []
+        self.clock_rate: dict[int, float] = {}  # a node's clock runs this much faster (default 1)
         for i in self.disks:
             self.start(i)
 
@@ -767,7 +787,7 @@ class Cluster:
         for _ in range(ms // tick_ms):
             self.now += tick_ms
             for node_id, node in list(self.nodes.items()):
-                node.tick(self.now)
+                node.tick(max(node.now_ms, int(self.now * self.clock_rate.get(node_id, 1.0))))
                 self.collect(node_id)
             self.deliver()
 

@@ -82,8 +82,8 @@ def test_vote_refused_to_a_less_up_to_date_log() -> None:
     node = RaftNode(1, [1, 2, 3], Storage(HardState(3), None, log), UNIT_RAFT_CONFIG)
     node.step(VoteRequest(2, 1, epoch=4, last_epoch=2, end_offset=5))  # older last epoch
     node.step(VoteRequest(3, 1, epoch=4, last_epoch=3, end_offset=1))  # same epoch, shorter
-    refused = node.ready().messages
-    assert [(m.src, m.granted) for m in refused] == [(1, False), (1, False)]
+    refused = [m for m in node.ready().messages if isinstance(m, VoteResponse)]
+    assert [(m.dst, m.granted) for m in refused] == [(2, False), (3, False)]
     node.step(VoteRequest(3, 1, epoch=4, last_epoch=3, end_offset=2))  # as up to date: granted
     granted = node.ready().messages[-1]
     assert isinstance(granted, VoteResponse) and granted.granted and granted.epoch == 4
@@ -303,6 +303,25 @@ def test_without_pre_vote_a_rejoining_node_forces_an_election() -> None:
     c.heal()
     new = c.wait_for_leader()
     assert c.nodes[new].epoch > epoch
+
+
+def test_a_stale_voter_with_a_fast_clock_cannot_block_elections() -> None:
+    # Without pre-vote, the stale voter times out first again and again. Its candidacies move
+    # the others to new epochs but must not postpone their own timeouts, or no one else would
+    # ever campaign.
+    cfg = dataclasses.replace(UNIT_RAFT_CONFIG, pre_vote=False)
+    c = Cluster(config=cfg)
+    leader = c.wait_for_leader()
+    stale, current = (i for i in (1, 2, 3) if i != leader)
+    c.crash(stale)
+    c.propose(b"a")
+    c.run(100)
+    c.crash(leader)
+    c.start(stale)
+    c.clock_rate[stale] = 2.0
+    c.run(1000)
+    assert c.leader() == current
+    assert c.nodes[stale].leader_id == current
 
 
 def test_restarted_leader_does_not_lead_its_old_epoch_again() -> None:

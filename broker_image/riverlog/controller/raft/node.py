@@ -506,7 +506,8 @@ class RaftNode:
         elif self.leader_id is not None and leader_id is not None and self.leader_id != leader_id:
             # Includes a resigned leader told of another leader of its own epoch.
             raise SafetyError(f"node {self.id}: leaders {self.leader_id} and {leader_id} in epoch {epoch}")
-        if self.role is Role.LEADER:
+        was_leader = self.role is Role.LEADER
+        if was_leader:
             self._fail_parked()
             self._progress = {}
             self._release_snapshots()
@@ -518,10 +519,16 @@ class RaftNode:
             self.leader_id = None
             self._fetch_inflight = False
             self._download = None
-            if self.is_voter:
+            if not self.is_voter:
+                self._election_deadline = self._now + self.config.fetch_timeout_ms
+            elif was_leader:
                 self._reset_election_timer()
             else:
-                self._election_deadline = self._now + self.config.fetch_timeout_ms
+                # Learning of a later epoch never postpones our own timeout (the Raft paper resets
+                # it only on granting a vote or hearing from the leader). Otherwise a voter that
+                # cannot win (stale log) but times out first (fast clock) could, without pre-vote,
+                # keep everyone else from ever campaigning.
+                self._election_deadline = min(self._election_deadline, self._now + self._random_election_timeout())
 
     def _follow(self, leader_id: int) -> None:
         changed = self.leader_id != leader_id
