@@ -10,7 +10,12 @@ from ..protocol.api_keys import ApiKey
 from ..protocol.messages import MESSAGES
 from ..server.dispatch import Api, RequestContext
 from .api_versions import handle_api_versions
-from .cluster_info import handle_describe_cluster, handle_describe_log_dirs, handle_list_partition_reassignments
+from .cluster_info import (
+    handle_describe_cluster,
+    handle_describe_log_dirs,
+    handle_elect_leaders,
+    handle_list_partition_reassignments,
+)
 from .configs import handle_alter_configs, handle_describe_configs, handle_incremental_alter_configs
 from .fetch import handle_fetch
 from .group_offsets import handle_offset_commit, handle_offset_delete, handle_offset_fetch
@@ -55,6 +60,7 @@ HANDLERS: dict[ApiKey, BrokerHandler] = {
     ApiKey.DESCRIBE_LOG_DIRS: handle_describe_log_dirs,
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: handle_describe_topic_partitions,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: handle_list_partition_reassignments,
+    ApiKey.ELECT_LEADERS: handle_elect_leaders,
     ApiKey.FIND_COORDINATOR: handle_find_coordinator,
     ApiKey.JOIN_GROUP: handle_join_group,
     ApiKey.SYNC_GROUP: handle_sync_group,

@@ -65,3 +65,28 @@ async def handle_describe_log_dirs(broker: Broker, ctx: RequestContext, req: Bod
 async def handle_list_partition_reassignments(broker: Broker, ctx: RequestContext, req: Body) -> Body:
     # Reassignments arrive with the cluster (issue #4); until then none is ever in progress.
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "topics": []}
+
+
+async def handle_elect_leaders(broker: Broker, ctx: RequestContext, req: Body) -> Body:
+    """ElectLeaders: preferred (0) or unclean (1) elections, decided by the controller.
+
+    A null partition list means every partition (what `kafka-leader-election --all-topic-partitions`
+    sends); then only partitions that need an election are reported, as Kafka does."""
+    election_type = req.get("election_type", 0) if ctx.version >= 1 else 0
+    requested: list[Body] | None = req.get("topic_partitions")
+    everything = requested is None
+    if requested is None:
+        items = [(t.name, p) for t in broker.image.topics.values() for p in sorted(t.partitions)]
+    else:
+        items = [(t["topic"], p) for t in requested for p in t["partitions"]]
+    outcomes = await broker.controller.elect_leaders(items, election_type)
+    by_topic: dict[str, list[Body]] = {}
+    for (topic, partition), outcome in zip(items, outcomes, strict=True):
+        if everything and outcome.error == ErrorCode.ELECTION_NOT_NEEDED:
+            continue
+        by_topic.setdefault(topic, []).append({
+            "partition_id": partition, "error_code": outcome.error,
+            "error_message": outcome.message if outcome.error else None,
+        })
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "replica_election_results": [
+        {"topic": topic, "partition_result": parts} for topic, parts in by_topic.items()]}
