@@ -25,7 +25,8 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 # (topic, partition, size in bytes, log start offset, log end offset, high watermark)
-PartitionStats = tuple[str, int, int, int, int, int]
+# ... then whether this broker leads it, its ISR size and its replica count.
+PartitionStats = tuple[str, int, int, int, int, int, bool, int, int]
 # (group, topic, partition, committed offset, high watermark or None when not hosted here)
 GroupOffsetStats = tuple[str, str, int, int, int | None]
 # (group, state, member count)
@@ -48,8 +49,19 @@ class _PartitionCollector(Collector):
         hw = GaugeMetricFamily("riverlog_high_watermark", "High watermark per partition",
                                labels=["topic", "partition"])
         count = GaugeMetricFamily("riverlog_partitions", "Partitions hosted by this broker")
-        n = 0
-        for topic, partition, size_bytes, log_start, log_end, high_watermark in self._source():
+        leaders = GaugeMetricFamily("riverlog_leader_partitions", "Partitions this broker leads")
+        under = GaugeMetricFamily(
+            "riverlog_under_replicated_partitions",
+            "Partitions led here whose ISR is smaller than their replica set (Kafka's UnderReplicatedPartitions)")
+        isr_sizes = GaugeMetricFamily("riverlog_partition_isr_size", "In-sync replicas per partition led here",
+                                   labels=["topic", "partition"])
+        n = led = under_replicated = 0
+        for (topic, partition, size_bytes, log_start, log_end, high_watermark,
+             is_leader, isr_size, replica_count) in self._source():
+            if is_leader:
+                led += 1
+                under_replicated += isr_size < replica_count
+                isr_sizes.add_metric([topic, str(partition)], isr_size)
             labels = [topic, str(partition)]
             size.add_metric(labels, size_bytes)
             start.add_metric(labels, log_start)
@@ -57,7 +69,9 @@ class _PartitionCollector(Collector):
             hw.add_metric(labels, high_watermark)
             n += 1
         count.add_metric([], n)
-        yield from (size, start, end, hw, count)
+        leaders.add_metric([], led)
+        under.add_metric([], under_replicated)
+        yield from (size, start, end, hw, count, leaders, under, isr_sizes)
 
 
 class _ConsumerGroupCollector(Collector):

@@ -62,6 +62,14 @@ def values_in_log(cluster: InProcessCluster, node_id: int, topic: str = TOPIC) -
     return [(record.offset, int(record.value or b"-1")) for _, record in iter_records(data)]
 
 
+def under_replicated(cluster: InProcessCluster, node_id: int) -> float:
+    """The broker's riverlog_under_replicated_partitions gauge, as Prometheus would scrape it."""
+    for line in cluster.brokers[node_id].metrics.render().decode().splitlines():
+        if line.startswith("riverlog_under_replicated_partitions "):
+            return float(line.split()[1])
+    raise AssertionError("no riverlog_under_replicated_partitions metric")
+
+
 def replica(cluster: InProcessCluster, node_id: int, topic: str = TOPIC) -> Any:
     p = cluster.brokers[node_id].replicas.get(topic, 0)
     assert p is not None
@@ -221,6 +229,7 @@ def test_isr_shrinks_when_a_follower_stalls_and_expands_when_it_catches_up(tmp_p
             # comes only once the ISR no longer holds the stalled follower.
             assert await client.produce(topic_id, [b"during stall"], acks=-1) == ErrorCode.NONE
             assert cluster.partition(TOPIC).isr == (1, 2)
+            await cluster.wait_until(lambda: under_replicated(cluster, 1) == 1, what="under-replicated metric")
             for i in range(20):
                 assert await client.produce(topic_id, [b"b%d" % i], acks=-1) == ErrorCode.NONE
             behind = replica(cluster, 3).log.log_end_offset
@@ -230,6 +239,7 @@ def test_isr_shrinks_when_a_follower_stalls_and_expands_when_it_catches_up(tmp_p
             await cluster.wait_until(lambda: cluster.partition(TOPIC).isr == (1, 2, 3), what="ISR expansion")
             await caught_up(cluster, [1, 2, 3])
             assert cluster.log_bytes(1, TOPIC) == cluster.log_bytes(3, TOPIC)
+            await cluster.wait_until(lambda: under_replicated(cluster, 1) == 0, what="under-replicated back to 0")
 
     run(tmp_path, scenario, **{"replica.lag.time.max.ms": 1000})
 

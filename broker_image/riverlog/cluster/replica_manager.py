@@ -106,7 +106,7 @@ class ReplicaManager:
     def stats(self) -> Iterator[PartitionStats]:
         for (topic, index), p in list(self.partitions.items()):
             yield (topic, index, p.log.size_bytes(), p.log.log_start_offset, p.log.log_end_offset,
-                   p.high_watermark)
+                   p.high_watermark, p.is_leader, len(p.isr), len(p.replicas))
 
     # Image changes -----------------------------------------------------------------------
 
