@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import os
+import sys
 import threading
 import time
 import uuid
@@ -388,5 +391,35 @@ def test_elect_leaders_restores_the_preferred_leader_after_it_returns(tmp_path: 
             assert await client.produce(topic_id, [b"11"], acks=-1) == ErrorCode.NONE
             hw, values = await client.fetch(topic_id, 0)
         assert values == [b"%d" % i for i in range(12)] and hw == 12
+
+    run(tmp_path, scenario, **{"replica.lag.time.max.ms": 1000})
+
+
+def test_cluster_describe_cli_reports_brokers_and_under_replicated_partitions(tmp_path: Path) -> None:
+    async def describe(cluster: InProcessCluster) -> dict[str, Any]:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "riverlog", "cluster", "describe", "--bootstrap-server", cluster.bootstrap,
+            "--output", "json", stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "broker_image")})
+        out, err = await asyncio.wait_for(proc.communicate(), 60)
+        assert proc.returncode == 0, err.decode()
+        document: dict[str, Any] = json.loads(out)
+        return document
+
+    async def scenario(cluster: InProcessCluster) -> None:
+        await create_topic(cluster)
+        healthy = await describe(cluster)
+        assert [b["id"] for b in healthy["brokers"]] == [1, 2, 3]
+        assert healthy["partitions"] == 1 and healthy["under_replicated"] == 0 and healthy["offline"] == 0
+        (row,) = healthy["partition_details"]
+        assert row["replicas"] == [1, 2, 3] and row["isr"] == [1, 2, 3] and row["state"] == "ok"
+        # A follower fails: the leader shrinks the ISR and the CLI shows the partition as under-replicated.
+        await cluster.crash(3)
+        await cluster.fence(3)
+        await cluster.wait_until(lambda: 3 not in cluster.partition(TOPIC).isr, what="ISR without broker 3")
+        degraded = await describe(cluster)
+        assert [b["id"] for b in degraded["brokers"]] == [1, 2]
+        assert degraded["under_replicated"] == 1
+        assert degraded["partition_details"][0]["state"] == "under-replicated"
 
     run(tmp_path, scenario, **{"replica.lag.time.max.ms": 1000})
