@@ -10,7 +10,7 @@ PORT ?= 9092
 METRICS_PORT ?= 9404
 DATA ?= ./data
 
-.PHONY: run test lint typecheck unit integration deps system-deps java-deps clean bench
+.PHONY: run test lint typecheck unit integration cluster deps system-deps java-deps clean bench
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -49,6 +49,9 @@ unit: deps
 
 integration: deps system-deps java-deps
 	$(BIN)/python -m pytest -m integration $(PYTEST_ARGS)
+
+cluster: deps
+	$(BIN)/python -m pytest -m cluster $(PYTEST_ARGS)
 
 bench: deps
 	$(BIN)/python bench/produce_consume.py
