@@ -18,10 +18,8 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from riverlog.broker import Broker
-from riverlog.config import BrokerConfig
 from riverlog.controller.image import PartitionImage
-from riverlog.controller.local import LocalController
+from riverlog.devcluster import DevCluster
 
 CLUSTER_ID = "riverlog-inprocess-test"
 
@@ -32,52 +30,22 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-class InProcessCluster:
+class InProcessCluster(DevCluster):
+    """The dev cluster on free loopback ports with test-friendly timings, plus fault injection."""
+
     def __init__(self, base: Path, size: int = 3, overrides: Mapping[str, object] | None = None) -> None:
-        self.base = base
-        self.size = size
-        self.overrides = {k: str(v) for k, v in (overrides or {}).items()}
-        self.controller = LocalController(base / "controller" / "__cluster_metadata-0", 1, CLUSTER_ID)
-        self.ports = {n: free_port() for n in range(1, size + 1)}
-        self.brokers: dict[int, Broker] = {}
-
-    @property
-    def bootstrap(self) -> str:
-        return ",".join(f"127.0.0.1:{port}" for port in self.ports.values())
-
-    def config(self, node_id: int) -> BrokerConfig:
-        listener = f"PLAINTEXT://127.0.0.1:{self.ports[node_id]}"
-        props = {
-            "node.id": str(node_id), "listeners": listener, "advertised.listeners": listener,
-            "log.dirs": str(self.base / f"broker{node_id}"), "metrics.host": "127.0.0.1", "metrics.port": "0",
-            "offsets.topic.replication.factor": str(self.size), "offsets.topic.num.partitions": "3",
-            "default.replication.factor": str(self.size), "group.initial.rebalance.delay.ms": "0",
-            "replica.fetch.backoff.ms": "100", "replica.fetch.wait.max.ms": "200",
-            **self.overrides,
+        test_settings: dict[str, object] = {
+            "min.insync.replicas": 1, "offsets.topic.num.partitions": 3, "group.initial.rebalance.delay.ms": 0,
+            "replica.fetch.backoff.ms": 100, "replica.fetch.wait.max.ms": 200,
         }
-        return BrokerConfig(props)
-
-    async def start(self) -> InProcessCluster:
-        self.controller.replay()
-        for node_id in self.ports:
-            await self.start_broker(node_id)
-        return self
-
-    async def start_broker(self, node_id: int) -> Broker:
-        broker = Broker(self.config(node_id), self.controller)
-        await broker.start()
-        self.brokers[node_id] = broker
-        return broker
+        ports = {n: free_port() for n in range(1, size + 1)}
+        super().__init__(base, size, {**test_settings, **(overrides or {})}, ports=ports, cluster_id=CLUSTER_ID)
 
     async def crash(self, node_id: int) -> None:
         await self.brokers.pop(node_id).halt()
 
     async def fence(self, node_id: int) -> None:
         await self.controller.fence_broker(node_id)
-
-    async def stop(self) -> None:
-        for node_id in list(self.brokers):
-            await self.brokers.pop(node_id).stop()
 
     # Looking at the cluster ------------------------------------------------------------------
 

@@ -1,0 +1,90 @@
+"""`riverlog dev --brokers 3`: a local three-broker cluster that real clients use as a cluster."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from support.brokers import free_port
+
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(180)]
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_dev_cluster_of_three_brokers_serves_a_replicated_topic(tmp_path: Path) -> None:
+    # Three consecutive free ports for the brokers.
+    while True:
+        first = free_port()
+        if first < 65000 and all(_free(first + i) for i in range(3)):
+            break
+    env = {**os.environ, "PYTHONPATH": str(REPO / "broker_image")}
+    log_path = tmp_path / "dev.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "riverlog", "dev", "--brokers", "3", "--data", str(tmp_path / "data"),
+             "--port", str(first), "--metrics-port", "0", "--advertised-host", "127.0.0.1"],
+            stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while b"dev cluster of 3 brokers ready" not in log_path.read_bytes():
+            assert proc.poll() is None and time.monotonic() < deadline, log_path.read_text()[-3000:]
+            time.sleep(0.2)
+        bootstrap = f"127.0.0.1:{first}"
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        assert sorted(admin.list_topics(timeout=10).brokers) == [1, 2, 3]
+        admin.create_topics([NewTopic("replicated", 3, 3)])["replicated"].result(15)
+        producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True})
+        for i in range(300):
+            producer.produce("replicated", key=str(i).encode(), value=b"v%d" % i)
+        assert producer.flush(30) == 0
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "dev", "enable.auto.commit": False})
+        consumer.assign([TopicPartition("replicated", p, 0) for p in range(3)])
+        seen = set()
+        end = time.monotonic() + 30
+        while len(seen) < 300 and time.monotonic() < end:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                seen.add(msg.value())
+        consumer.close()
+        assert seen == {b"v%d" % i for i in range(300)}
+
+        out = subprocess.run([sys.executable, "-m", "riverlog", "cluster", "describe", "--bootstrap-server",
+                              bootstrap, "--output", "json"], env=env, capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        described = json.loads(out.stdout)
+        assert [b["id"] for b in described["brokers"]] == [1, 2, 3]
+        assert described["partitions"] == 3 and described["under_replicated"] == 0
+        leaders = {r["leader"] for r in described["partition_details"]}
+        assert leaders == {1, 2, 3}, "leadership is spread over the brokers"
+        assert all(sorted(r["isr"]) == [1, 2, 3] for r in described["partition_details"])
+    finally:
+        os.killpg(proc.pid, signal.SIGINT)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            raise
+    assert proc.returncode == 0, log_path.read_text()[-3000:]
+    # Every broker kept its replicas under the data directory.
+    for n in (1, 2, 3):
+        assert (tmp_path / "data" / f"broker{n}" / "replicated-0").is_dir()
+
+
+def _free(port: int) -> bool:
+    import socket
+
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
