@@ -10,6 +10,7 @@ clients see a real cluster: replication factor 3, leaders, ISRs, failover on con
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
 from collections.abc import Mapping
@@ -48,6 +49,7 @@ class DevCluster:
         cid = cluster_id or read_or_create_cluster_id(controller_dir, 0, "")
         self.controller = LocalController(controller_dir / "__cluster_metadata-0", 1, cid)
         self.brokers: dict[int, Broker] = {}
+        self._expiry: asyncio.Task[None] | None = None
 
     @property
     def bootstrap(self) -> str:
@@ -71,7 +73,19 @@ class DevCluster:
         self.controller.replay()
         for node_id in self.ports:
             await self.start_broker(node_id)
+        self._expiry = asyncio.get_running_loop().create_task(self._expire_sessions())
         return self
+
+    async def _expire_sessions(self) -> None:
+        """The controller's side of broker liveness: a broker that stops heartbeating (crashed,
+        hung, cut off) is fenced after broker.session.timeout.ms and its partitions fail over."""
+        timeout_ms = self.config(next(iter(self.ports))).get_int("broker.session.timeout.ms")
+        while True:
+            await asyncio.sleep(min(0.25, timeout_ms / 4000))
+            try:
+                await self.controller.fence_expired(timeout_ms)
+            except Exception:
+                log.exception("fencing expired brokers failed")
 
     async def start_broker(self, node_id: int) -> Broker:
         broker = Broker(self.config(node_id), self.controller)
@@ -80,6 +94,10 @@ class DevCluster:
         return broker
 
     async def stop(self) -> None:
+        if self._expiry is not None:
+            self._expiry.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._expiry
         # One at a time, each a controlled shutdown, so leadership moves to the brokers still up.
         for node_id in list(self.brokers):
             await self.brokers.pop(node_id).stop()
