@@ -401,3 +401,58 @@ def test_fetch_validation_answers() -> None:
 def test_config_rejects_long_poll_longer_than_timeouts() -> None:
     with pytest.raises(ValueError):
         RaftConfig(fetch_max_wait_ms=500, request_timeout_ms=400)
+
+
+def test_survivors_of_a_dead_leader_elect_one_with_pre_vote() -> None:
+    """Regression: two survivors whose timeouts fire apart used to refuse each other's pre-votes
+    forever, each re-following the dead leader named in the other's refusal and counting that as
+    contact with it. A hint from a third party is no sign of life."""
+    import random as _random
+
+    from riverlog.controller.raft import RaftConfig, RaftNode, Storage
+
+    cfg = RaftConfig(election_timeout_ms=150, fetch_timeout_ms=300, fetch_max_wait_ms=50,
+                     request_timeout_ms=100, check_quorum_timeout_ms=450)
+    assert cfg.pre_vote
+    nodes = {i: RaftNode(i, [1, 2, 3], Storage(), cfg, _random.Random(i), 0) for i in (1, 2, 3)}
+    down: set[int] = set()
+
+    def pump() -> None:
+        for _ in range(50):
+            queue = []
+            for n in nodes.values():
+                if n.id not in down:
+                    while n.has_ready():
+                        queue += n.ready().messages
+            if not queue:
+                return
+            for m in queue:
+                if m.dst not in down and m.src not in down:
+                    nodes[m.dst].step(m)
+
+    t = 0
+    while not any(n.is_leader for n in nodes.values()):
+        t += 10
+        for n in nodes.values():
+            n.tick(t)
+        pump()
+        assert t < 10_000
+    leader = next(n for n in nodes.values() if n.is_leader)
+    for _ in range(20):
+        t += 10
+        for n in nodes.values():
+            n.tick(t)
+        pump()
+    down.add(leader.id)
+    a, b = (n for n in nodes.values() if n.id not in down)
+    for step in range(1000):
+        t += 10
+        a.tick(t)
+        pump()
+        if step >= 10:  # b's clock starts 100 ms later: their timeouts fire apart
+            b.tick(t)
+            pump()
+        if a.is_leader or b.is_leader:
+            break
+    assert a.is_leader or b.is_leader, [(n.id, n.role, n.epoch, n.leader_id) for n in (a, b)]
+    assert (a if a.is_leader else b).epoch > leader.epoch

@@ -494,8 +494,11 @@ class RaftNode:
                 self._msgs.append(EndQuorumEpochRequest(self.id, v, self.epoch, self._successors))
         self._end_sent_at = self._now
 
-    def _become_follower(self, epoch: int, leader_id: int | None) -> None:
-        """Move to ``epoch`` (>= the current one) following ``leader_id`` (None: unknown)."""
+    def _become_follower(self, epoch: int, leader_id: int | None, *, contact: bool = True) -> None:
+        """Move to ``epoch`` (>= the current one) following ``leader_id`` (None: unknown).
+
+        ``contact=False`` when the leader is only named by a third party (a refused vote's hint):
+        that is no sign of life, so it must not make this node refuse other voters' pre-votes."""
         if epoch < self.epoch:
             return
         if leader_id == self.id:
@@ -514,7 +517,7 @@ class RaftNode:
         self.role = Role.FOLLOWER
         self._leader_resigned = False
         if leader_id is not None:
-            self._follow(leader_id)
+            self._follow(leader_id, contact=contact)
         else:
             self.leader_id = None
             self._fetch_inflight = False
@@ -530,10 +533,11 @@ class RaftNode:
                 # keep everyone else from ever campaigning.
                 self._election_deadline = min(self._election_deadline, self._now + self._random_election_timeout())
 
-    def _follow(self, leader_id: int) -> None:
+    def _follow(self, leader_id: int, *, contact: bool = True) -> None:
         changed = self.leader_id != leader_id
         self.leader_id = leader_id
-        self._last_leader_contact = self._now
+        if contact:
+            self._last_leader_contact = self._now
         self._election_deadline = self._now + self.config.fetch_timeout_ms
         if changed:
             self._download = None
@@ -594,8 +598,10 @@ class RaftNode:
                 self._rejects.add(m.src)
                 hint = self._valid_hint(m.leader_id)
                 if m.epoch == self.epoch and hint is not None:
-                    # Someone still follows a leader of our epoch: try fetching from it again.
-                    self._become_follower(self.epoch, hint)
+                    # Someone still follows a leader of our epoch: try fetching from it again,
+                    # without taking the hint for contact (two survivors of a dead leader would
+                    # otherwise keep refusing each other's pre-votes forever).
+                    self._become_follower(self.epoch, hint, contact=False)
             return
         if self.role is not Role.CANDIDATE or m.epoch != self.epoch:
             return
@@ -607,7 +613,7 @@ class RaftNode:
             self._rejects.add(m.src)
             hint = self._valid_hint(m.leader_id)
             if hint is not None:
-                self._become_follower(self.epoch, hint)
+                self._become_follower(self.epoch, hint, contact=False)
 
     # BeginQuorumEpoch / EndQuorumEpoch ---------------------------------------------------
 
