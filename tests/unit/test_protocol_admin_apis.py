@@ -2,41 +2,18 @@
 AlterConfigs, IncrementalAlterConfigs, DescribeLogDirs, ElectLeaders, AlterPartitionReassignments,
 ListPartitionReassignments, DescribeTopicPartitions.
 
-For every valid version of every request and response:
-
-* round trips of fully populated values, of values with every nullable field null, and of empty
-  values (missing keys take the defaults);
-* the schema against Kafka's own message JSON as vendored by kafka-python 3.0.12;
-* the wire bytes against kafka-python's JSON-driven codec, both ways (their encoder fed the same
-  values writes our bytes; their decoder reads our bytes back into the same values);
-* the wire bytes against the hand-written legacy classes of aiokafka 0.14 and kafka-python
-  (``kafka.protocol.old``), independent of the JSON, for the versions they have.
+For every valid version of every request and response, the shared checks of ``protocol_crosscheck``
+(round trips; the schema against Kafka's JSON; the wire bytes against kafka-python's JSON-driven
+codec, both ways, and against the hand-written legacy classes), then what is particular to these APIs.
 """
 
 from __future__ import annotations
 
-import io
 import uuid
-import warnings
-from typing import Any
 
+import protocol_crosscheck as crosscheck
 import pytest
-from protocol_samples import (
-    has_tagged_values,
-    kafka_python_build,
-    kafka_python_values,
-    legacy_classes,
-    legacy_normalize,
-    legacy_values,
-    legacy_version,
-    positional,
-    present_only,
-    roundtrip,
-    sample,
-    spec_differences,
-    spec_json,
-    spec_versions,
-)
+from protocol_samples import roundtrip, spec_differences
 from riverlog.protocol.api_keys import ApiKey
 from riverlog.protocol.messages import (
     alter_configs,
@@ -52,7 +29,7 @@ from riverlog.protocol.messages import (
     list_partition_reassignments,
 )
 from riverlog.protocol.primitives import ZERO_UUID
-from riverlog.protocol.schema import INT16, MAX_VERSION, STRING, Array, Message, Struct, _in, f, message
+from riverlog.protocol.schema import INT16, MAX_VERSION, STRING, Array, Message, Struct, f, message
 
 pytestmark = [
     pytest.mark.unit,
@@ -104,31 +81,13 @@ LEGACY_COVERAGE = {
 }
 
 
-def _versions(m: Message) -> range:
-    return range(m.valid[0], m.valid[1] + 1)
-
-
-CASES = [pytest.param(m, v, id=f"{m.name}-v{v}") for m in MESSAGES for v in _versions(m)]
+CASES = crosscheck.cases(MESSAGES)
 
 
 # --- shape ------------------------------------------------------------------------------------
 
-
-@pytest.mark.parametrize("mod", MODULES, ids=lambda mod: mod.__name__.rsplit(".", 1)[-1])
-def test_version_ranges(mod: Any) -> None:
-    assert mod.REQUEST.api_key == mod.RESPONSE.api_key
-    assert mod.REQUEST.name.endswith("Request") and mod.RESPONSE.name.endswith("Response")
-    valid, flexible = EXPECTED[mod.REQUEST.api_key]
-    for m in (mod.REQUEST, mod.RESPONSE):
-        assert (m.valid, m.flexible) == (valid, flexible), m.name
-
-
-@pytest.mark.parametrize("message", MESSAGES, ids=lambda m: m.name)
-def test_schema_matches_kafka_json(message: Message) -> None:
-    spec = spec_json(message)
-    assert not spec.get("latestVersionUnstable")
-    assert spec_versions(spec["validVersions"]) == message.valid
-    assert spec_differences(message) == []
+test_version_ranges = crosscheck.version_ranges_test(MODULES, EXPECTED)
+test_schema_matches_kafka_json = crosscheck.schema_matches_kafka_json_test(MESSAGES)
 
 
 def test_spec_comparison_catches_mistakes() -> None:
@@ -153,26 +112,9 @@ def test_spec_comparison_catches_mistakes() -> None:
 
 # --- round trips ------------------------------------------------------------------------------
 
-
-@pytest.mark.parametrize(("message", "version"), CASES)
-def test_roundtrip_populated(message: Message, version: int) -> None:
-    value = sample(message, version)
-    assert roundtrip(message, version, value) == value
-
-
-@pytest.mark.parametrize(("message", "version"), CASES)
-def test_roundtrip_nulls(message: Message, version: int) -> None:
-    value = sample(message, version, nulls=True)
-    assert roundtrip(message, version, value) == value
-
-
-@pytest.mark.parametrize(("message", "version"), CASES)
-def test_missing_keys_take_defaults(message: Message, version: int) -> None:
-    decoded = roundtrip(message, version, {})
-    for fld in message.body.fields:
-        nullable_now = fld.tag is None and _in(fld.versions, version) and _in(fld.nullable, version)
-        # A missing nullable field is sent as null; anything else takes its default.
-        assert decoded[fld.name] == (None if nullable_now else fld.default_value()), fld.name
+test_roundtrip_populated = crosscheck.roundtrip_populated_test(CASES)
+test_roundtrip_nulls = crosscheck.roundtrip_nulls_test(CASES)
+test_missing_keys_take_defaults = crosscheck.missing_keys_take_defaults_test(CASES)
 
 
 # --- specifics --------------------------------------------------------------------------------
@@ -297,69 +239,13 @@ def test_describe_topic_partitions_cursor() -> None:
 
 # --- against kafka-python's JSON-driven codec -------------------------------------------------
 
+KAFKA_PYTHON_MODULES = ("kafka.protocol.admin.topics", "kafka.protocol.admin.configs", "kafka.protocol.admin.cluster")
 
-def _kafka_python_class(m: Message) -> Any:
-    from kafka.protocol.admin import cluster, configs, topics
-
-    for mod in (topics, configs, cluster):
-        cls = getattr(mod, m.name, None)
-        if cls is not None:
-            assert m.api_key == cls.API_KEY
-            return cls
-    raise AssertionError(f"kafka-python has no {m.name}")
-
-
-@pytest.mark.parametrize("nulls", [False, True], ids=["populated", "nulls"])
-@pytest.mark.parametrize(("message", "version"), CASES)
-def test_kafka_python_json_codec_agrees(message: Message, version: int, nulls: bool) -> None:
-    kp = _kafka_python_class(message)
-    value = sample(message, version, nulls=nulls)
-    ours = message.encode(value, version)
-    # Their encoder, fed the same values field by field, writes the same bytes...
-    assert bytes(kafka_python_build(kp, version, value).encode(version=version)) == ours
-    # ...and their decoder reads ours back into the same values.
-    theirs = kp.decode(ours, version=version)
-    assert kafka_python_values(theirs) == present_only(message, version, value)
+test_kafka_python_json_codec_agrees = crosscheck.kafka_python_json_codec_test(CASES, KAFKA_PYTHON_MODULES)
 
 
 # --- against the hand-written legacy classes of aiokafka and kafka-python ----------------------
 
-
-def _legacy_cases() -> list[Any]:
-    by_key = {(m.api_key, m.name.endswith("Request")): m for m in MESSAGES}
-    cases = []
-    for label, cls in legacy_classes():
-        m = by_key.get((cls.API_KEY, "Request" in label.rsplit(".", 1)[-1]))
-        version = legacy_version(label)
-        if m is not None and m.supports(version):
-            cases.append(pytest.param(cls, m, version, id=label))
-    return cases
-
-
-with warnings.catch_warnings():
-    warnings.filterwarnings("ignore", "(read|open)_text is deprecated", DeprecationWarning)
-    LEGACY_CASES = _legacy_cases()
-
-
-def test_legacy_cross_check_coverage() -> None:
-    covered = {(m.name, v) for _, m, v in (c.values for c in LEGACY_CASES)}
-    for api, versions in LEGACY_COVERAGE.items():
-        for v in versions:
-            for kind in ("Request", "Response"):
-                assert (api + kind, v) in covered, (api + kind, v)
-
-
-@pytest.mark.parametrize(("legacy", "message", "version"), LEGACY_CASES)
-def test_legacy_codec_agrees(legacy: Any, message: Message, version: int) -> None:
-    assert not has_tagged_values(message, version)  # the legacy classes can't write them
-    for nulls in (False, True):
-        value = sample(message, version, nulls=nulls)
-        ours = message.encode(value, version)
-        theirs = legacy_values(legacy.SCHEMA, positional(message, version, value))
-        # Their encoder on the same values gives the same bytes...
-        assert bytes(legacy.SCHEMA.encode(theirs)) == ours
-        # ...and their decoder reads all of ours back into the same values.
-        buf = io.BytesIO(ours)
-        decoded = legacy.SCHEMA.decode(buf)
-        assert buf.read() == b""
-        assert legacy_normalize(decoded) == legacy_normalize(theirs)
+LEGACY_CASES = crosscheck.legacy_cases(MESSAGES)
+test_legacy_cross_check_coverage = crosscheck.legacy_cross_check_coverage_test(LEGACY_CASES, LEGACY_COVERAGE)
+test_legacy_codec_agrees = crosscheck.legacy_codec_test(LEGACY_CASES)

@@ -15,22 +15,11 @@ from __future__ import annotations
 
 import io
 import uuid
-import warnings
 from typing import Any
 
+import protocol_crosscheck as crosscheck
 import pytest
-from protocol_samples import (
-    has_tagged_values,
-    legacy_classes,
-    legacy_version,
-    normalize,
-    present_only,
-    roundtrip,
-    sample,
-    spec_differences,
-    spec_json,
-    spec_versions,
-)
+from protocol_samples import normalize, present_only, roundtrip, sample
 from riverlog.protocol.api_keys import ApiKey
 from riverlog.protocol.file_region import FileRegion
 from riverlog.protocol.messages import (
@@ -88,48 +77,30 @@ EXPECTED = {
 }
 
 
-def _versions(m: Message) -> range:
-    return range(m.valid[0], m.valid[1] + 1)
+# The versions the legacy (hand-written) classes cross-check, within Kafka 4.x's valid ranges.
+LEGACY_COVERAGE = {
+    "Produce": range(3, 9),
+    "Fetch": range(4, 12),
+    "ListOffsets": range(1, 6),
+    "Metadata": range(0, 9),
+    "OffsetForLeaderEpoch": range(2, 5),
+    "InitProducerId": range(0, 2),
+    "DeleteRecords": range(0, 3),
+}
 
-
-CASES = [pytest.param(m, v, id=f"{m.name}-v{v}") for m in MESSAGES for v in _versions(m)]
+CASES = crosscheck.cases(MESSAGES)
 
 
 # --- shape ------------------------------------------------------------------------------------
 
-
-@pytest.mark.parametrize("mod", MODULES, ids=lambda mod: mod.__name__.rsplit(".", 1)[-1])
-def test_version_ranges(mod: Any) -> None:
-    assert mod.REQUEST.api_key == mod.RESPONSE.api_key
-    valid, flexible = EXPECTED[mod.REQUEST.api_key]
-    for m in (mod.REQUEST, mod.RESPONSE):
-        assert (m.valid, m.flexible) == (valid, flexible), m.name
+test_version_ranges = crosscheck.version_ranges_test(MODULES, EXPECTED)
 
 
 # --- round trips ------------------------------------------------------------------------------
 
-
-@pytest.mark.parametrize(("message", "version"), CASES)
-def test_roundtrip_populated(message: Message, version: int) -> None:
-    value = sample(message, version)
-    assert roundtrip(message, version, value) == value
-
-
-@pytest.mark.parametrize(("message", "version"), CASES)
-def test_roundtrip_nulls(message: Message, version: int) -> None:
-    value = sample(message, version, nulls=True)
-    assert roundtrip(message, version, value) == value
-
-
-@pytest.mark.parametrize(("message", "version"), CASES)
-def test_missing_keys_take_defaults(message: Message, version: int) -> None:
-    decoded = roundtrip(message, version, {})
-    flexible = message.is_flexible(version)
-    for fld in message.body.fields:
-        nullable_now = fld.tag is None and _in(fld.versions, version) and _in(fld.nullable, version)
-        # A missing nullable field is sent as null; anything else takes its default.
-        expected = None if nullable_now else fld.default_value()
-        assert decoded[fld.name] == expected, (fld.name, flexible)
+test_roundtrip_populated = crosscheck.roundtrip_populated_test(CASES)
+test_roundtrip_nulls = crosscheck.roundtrip_nulls_test(CASES)
+test_missing_keys_take_defaults = crosscheck.missing_keys_take_defaults_test(CASES)
 
 
 def test_null_defaults() -> None:
@@ -236,54 +207,21 @@ def test_fetch_response_splices_file_regions() -> None:
 # --- against Kafka's JSON specs and kafka-python's JSON-driven codec ---------------------------
 
 
-def _kafka_python_classes() -> dict[tuple[int, bool], Any]:
-    from kafka.protocol.admin.cluster import DescribeClusterRequest, DescribeClusterResponse
-    from kafka.protocol.admin.topics import DeleteRecordsRequest, DeleteRecordsResponse
-    from kafka.protocol.admin.transactions import DescribeProducersRequest, DescribeProducersResponse
-    from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
-    from kafka.protocol.consumer.offsets import (
-        ListOffsetsRequest,
-        ListOffsetsResponse,
-        OffsetForLeaderEpochRequest,
-        OffsetForLeaderEpochResponse,
-    )
-    from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
-    from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
-    from kafka.protocol.producer.transaction import InitProducerIdRequest, InitProducerIdResponse
+KAFKA_PYTHON_MODULES = (
+    "kafka.protocol.producer.produce",
+    "kafka.protocol.consumer.fetch",
+    "kafka.protocol.consumer.offsets",
+    "kafka.protocol.metadata.metadata",
+    "kafka.protocol.producer.transaction",
+    "kafka.protocol.admin.cluster",
+    "kafka.protocol.admin.topics",
+    "kafka.protocol.admin.transactions",
+)
 
-    out = {}
-    for req, resp in [
-        (ProduceRequest, ProduceResponse),
-        (FetchRequest, FetchResponse),
-        (ListOffsetsRequest, ListOffsetsResponse),
-        (MetadataRequest, MetadataResponse),
-        (OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse),
-        (InitProducerIdRequest, InitProducerIdResponse),
-        (DescribeClusterRequest, DescribeClusterResponse),
-        (DeleteRecordsRequest, DeleteRecordsResponse),
-        (DescribeProducersRequest, DescribeProducersResponse),
-    ]:
-        out[(req.json["apiKey"], True)] = req
-        out[(resp.json["apiKey"], False)] = resp
-    return out
-
-
-def _kp(message: Message) -> Any:
-    return _kafka_python_classes()[(message.api_key, message.name.endswith("Request"))]
-
-
-@pytest.mark.parametrize("message", MESSAGES, ids=lambda m: m.name)
-def test_schema_matches_kafka_json(message: Message) -> None:
-    spec = spec_json(message)
-    lo, hi = spec_versions(spec["validVersions"])
-    if message.api_key == ApiKey.INIT_PRODUCER_ID:
-        # The request marks version 6 unstable; the response doesn't repeat the flag.
-        assert spec_json(init_producer_id.REQUEST).get("latestVersionUnstable") is True
-        hi -= 1
-    else:
-        assert not spec.get("latestVersionUnstable")
-    assert (lo, hi) == message.valid
-    assert spec_differences(message) == []
+# InitProducerId's request spec marks version 6 unstable (the response doesn't repeat the flag).
+test_schema_matches_kafka_json = crosscheck.schema_matches_kafka_json_test(
+    MESSAGES, unstable_latest=[init_producer_id.REQUEST]
+)
 
 
 def _from_kafka_python(value: Any, ours: Any) -> Any:
@@ -307,7 +245,7 @@ def _from_kafka_python(value: Any, ours: Any) -> Any:
 @pytest.mark.parametrize("nulls", [False, True], ids=["populated", "nulls"])
 @pytest.mark.parametrize(("message", "version"), CASES)
 def test_kafka_python_json_codec_agrees(message: Message, version: int, nulls: bool) -> None:
-    kp = _kp(message)
+    kp = crosscheck.kafka_python_class(message, KAFKA_PYTHON_MODULES)
     value = sample(message, version, nulls=nulls)
     ours = message.encode(value, version)
     theirs = kp.decode(ours, version=version, header=False)
@@ -319,21 +257,12 @@ def test_kafka_python_json_codec_agrees(message: Message, version: int, nulls: b
 # --- against the hand-written legacy classes of aiokafka and kafka-python ----------------------
 
 
-def _legacy_cases() -> list[Any]:
-    by_key = {(m.api_key, m.name.endswith("Request")): m for m in MESSAGES}
-    cases = []
-    for label, cls in legacy_classes():
-        version = legacy_version(label)
-        message = by_key.get((cls.API_KEY, "Request" in label.rsplit(".", 1)[-1]))
-        # The legacy classes can't encode tagged fields, so versions that carry them are left out.
-        if message is not None and message.supports(version) and not has_tagged_values(message, version):
-            marks = []
-            if label.startswith("aiokafka.protocol.offset.OffsetRequest_v") and version >= 4:
-                # aiokafka declares ListOffsets' current_leader_epoch as Int64; the spec (and
-                # kafka-python's hand-written classes, which agree with us) have int32.
-                marks.append(pytest.mark.xfail(reason="aiokafka schema bug", strict=True))
-            cases.append(pytest.param(cls, message, version, id=label, marks=marks))
-    return cases
+def _legacy_marks(label: str, version: int) -> list[Any]:
+    if label.startswith("aiokafka.protocol.offset.OffsetRequest_v") and version >= 4:
+        # aiokafka declares ListOffsets' current_leader_epoch as Int64; the spec (and
+        # kafka-python's hand-written classes, which agree with us) have int32.
+        return [pytest.mark.xfail(reason="aiokafka schema bug", strict=True)]
+    return []
 
 
 def _positional(struct: Struct, version: int, value: Any, schema: Any) -> Any:
@@ -370,32 +299,9 @@ def _legacy_value(t: FieldType, version: int, v: Any, legacy_type: Any) -> Any:
     return v
 
 
-with warnings.catch_warnings():
-    warnings.filterwarnings("ignore", "(read|open)_text is deprecated", DeprecationWarning)
-    LEGACY_CASES = _legacy_cases()
-
-
-def test_legacy_cross_check_coverage() -> None:
-    covered = {(m.name, v) for _, m, v in (c.values for c in LEGACY_CASES)}
-    # The versions the independent implementations have, within Kafka 4.x's valid ranges.
-    for name, versions in {
-        "ProduceRequest": range(3, 9),
-        "ProduceResponse": range(3, 9),
-        "FetchRequest": range(4, 12),
-        "FetchResponse": range(4, 12),
-        "ListOffsetsRequest": range(1, 6),
-        "ListOffsetsResponse": range(1, 6),
-        "MetadataRequest": range(0, 9),
-        "MetadataResponse": range(0, 9),
-        "OffsetForLeaderEpochRequest": range(2, 5),
-        "OffsetForLeaderEpochResponse": range(2, 5),
-        "InitProducerIdRequest": range(0, 2),
-        "InitProducerIdResponse": range(0, 2),
-        "DeleteRecordsRequest": range(0, 3),
-        "DeleteRecordsResponse": range(0, 3),
-    }.items():
-        for v in versions:
-            assert (name, v) in covered, (name, v)
+# The legacy classes can't encode tagged fields, so versions that carry them are left out.
+LEGACY_CASES = crosscheck.legacy_cases(MESSAGES, skip_tagged=True, marks=_legacy_marks)
+test_legacy_cross_check_coverage = crosscheck.legacy_cross_check_coverage_test(LEGACY_CASES, LEGACY_COVERAGE)
 
 
 @pytest.mark.parametrize(("legacy", "message", "version"), LEGACY_CASES)
