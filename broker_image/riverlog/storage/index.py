@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import struct
+import threading
 from array import array
 from bisect import bisect_right
 from pathlib import Path
@@ -38,6 +39,9 @@ class SparseIndex:
         self._values = array(self.value_type)
         self._loaded = False
         self._fd: int | None = None
+        # flush() runs in a worker thread while the event loop may close the handle at a
+        # segment roll; the lock keeps fsync from ever meeting a closed (or reused) descriptor.
+        self._fd_lock = threading.Lock()
 
     # --- loading ---
 
@@ -116,16 +120,18 @@ class SparseIndex:
         os.ftruncate(self._file(), 0)
 
     def flush(self) -> None:
-        if self._fd is not None:
-            os.fsync(self._fd)
-        else:
-            fsync_path(self.path)
+        with self._fd_lock:
+            if self._fd is not None:
+                os.fsync(self._fd)
+                return
+        fsync_path(self.path)
 
     def close_file(self) -> None:
         """Release the write handle (inactive segments rarely write their index again)."""
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        with self._fd_lock:
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
 
     def unload(self) -> None:
         self._keys = array(self.key_type)
