@@ -61,6 +61,33 @@ def java_tools(kafka_libs: Path) -> JavaTools:
     return JavaTools(kafka_libs)
 
 
+def _factory(base: Path, target: str, libs: Path | None, created: list[BrokerProcess]) -> BrokerFactory:
+    """``make(overrides={...}, start=True, name=..., node_id=1)``: a broker in its own directory
+    under ``base`` with free loopback ports, remembered in ``created`` for teardown."""
+
+    def make(
+        overrides: Mapping[str, object] | None = None,
+        *,
+        start: bool = True,
+        name: str | None = None,
+        node_id: int = 1,
+    ) -> BrokerProcess:
+        name = name or f"broker{len(created)}"
+        broker = BrokerProcess(
+            base / name, overrides=overrides, target=target, node_id=node_id, name=name, kafka_libs=libs
+        )
+        created.append(broker)
+        if start:
+            broker.start()
+        return broker
+
+    return make
+
+
+def _kafka_libs(request: pytest.FixtureRequest, target: str) -> Path | None:
+    return Path(request.getfixturevalue("kafka_libs")) if target == "kafka" else None
+
+
 @pytest.fixture
 def broker_factory(
     request: pytest.FixtureRequest, tmp_path: Path, broker_target: str
@@ -72,32 +99,7 @@ def broker_factory(
     """
     created: list[BrokerProcess] = []
     request.node.stash[_BROKERS_KEY] = created
-    libs: Path | None = None
-    if broker_target == "kafka":
-        libs = Path(request.getfixturevalue("kafka_libs"))
-
-    def make(
-        overrides: Mapping[str, object] | None = None,
-        *,
-        start: bool = True,
-        name: str | None = None,
-        node_id: int = 1,
-    ) -> BrokerProcess:
-        name = name or f"broker{len(created)}"
-        broker = BrokerProcess(
-            tmp_path / name,
-            overrides=overrides,
-            target=broker_target,
-            node_id=node_id,
-            name=name,
-            kafka_libs=libs,
-        )
-        created.append(broker)
-        if start:
-            broker.start()
-        return broker
-
-    yield make
+    yield _factory(tmp_path, broker_target, _kafka_libs(request, broker_target), created)
     for broker in created:
         broker.close()
 
@@ -112,27 +114,7 @@ def module_broker_factory(
     created: list[BrokerProcess] = []
     request.config.stash.setdefault(_MODULE_BROKERS_KEY, {})[request.node.nodeid] = created
     base = tmp_path_factory.mktemp(request.node.name.removesuffix(".py"))
-    libs: Path | None = None
-    if broker_target == "kafka":
-        libs = Path(request.getfixturevalue("kafka_libs"))
-
-    def make(
-        overrides: Mapping[str, object] | None = None,
-        *,
-        start: bool = True,
-        name: str | None = None,
-        node_id: int = 1,
-    ) -> BrokerProcess:
-        name = name or f"broker{len(created)}"
-        broker = BrokerProcess(
-            base / name, overrides=overrides, target=broker_target, node_id=node_id, name=name, kafka_libs=libs
-        )
-        created.append(broker)
-        if start:
-            broker.start()
-        return broker
-
-    yield make
+    yield _factory(base, broker_target, _kafka_libs(request, broker_target), created)
     for broker in created:
         broker.close()
     request.config.stash[_MODULE_BROKERS_KEY].pop(request.node.nodeid, None)

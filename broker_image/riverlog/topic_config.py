@@ -57,16 +57,24 @@ class TopicConfigDef:
     check: Callable[[str], None] | None = None
 
 
-def _int_range(lo: int, hi: int) -> Callable[[str], None]:
+def _in_range(lo: float, hi: float, parse: Callable[[str], float]) -> Callable[[str], None]:
     def check(value: str) -> None:
         try:
-            n = int(value)
+            n = parse(value)
         except ValueError:
             raise InvalidConfig(f"value {value!r} is not a number") from None
         if not lo <= n <= hi:
             raise InvalidConfig(f"value {n} must be between {lo} and {hi}")
 
     return check
+
+
+def _int_range(lo: int, hi: int) -> Callable[[str], None]:
+    return _in_range(lo, hi, int)
+
+
+def _double(lo: float, hi: float) -> Callable[[str], None]:
+    return _in_range(lo, hi, float)
 
 
 def _one_of(*allowed: str) -> Callable[[str], None]:
@@ -83,18 +91,6 @@ def _list_of(*allowed: str) -> Callable[[str], None]:
         bad = [v for v in items if v not in allowed]
         if bad or not items:
             raise InvalidConfig(f"value {value!r} must be a list of {', '.join(allowed)}")
-
-    return check
-
-
-def _double(lo: float, hi: float) -> Callable[[str], None]:
-    def check(value: str) -> None:
-        try:
-            x = float(value)
-        except ValueError:
-            raise InvalidConfig(f"value {value!r} is not a number") from None
-        if not lo <= x <= hi:
-            raise InvalidConfig(f"value {x} must be between {lo} and {hi}")
 
     return check
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support.brokers import BrokerProcess
@@ -67,6 +68,19 @@ def rebalance_summary(events: list[dict[str, object]]) -> list[tuple[object, obj
     return [(e["event"], e["generation"], e["partitions"]) for e in events]
 
 
+def settle(members: list[Any], first: Any, before: str) -> tuple[dict[str, list[int]], int]:
+    """Wait for a gapless split and for every record produced so far to be processed; return
+    the split and the one generation all members agree on."""
+    split = wait_for_split(members, range(PARTITIONS), timeout=SETTLE)
+    wait_until(lambda: all_processed(members, set(first)), timeout=SETTLE,
+               message=f"records produced before {before} processed")
+    statuses = {m.name: m.status() for m in members}
+    generations = {s["generation"] for s in statuses.values()}
+    assert len(generations) == 1, f"members disagree on the generation: {statuses}"
+    (generation,) = generations
+    return split, generation
+
+
 def test_killed_member_partitions_go_to_the_others_after_its_session_times_out(
     group_broker: BrokerProcess, tmp_path: Path
 ) -> None:
@@ -76,13 +90,7 @@ def test_killed_member_partitions_go_to_the_others_after_its_session_times_out(
     first = produce_known(broker.bootstrap, topic, PARTITIONS, PER_PARTITION, "before")
     members = start_members(broker, tmp_path, group, topic, [SHORT_SESSION_MS] * 3)
     try:
-        split = wait_for_split(members, range(PARTITIONS), timeout=SETTLE)
-        wait_until(lambda: all_processed(members, set(first)), timeout=SETTLE,
-                   message="records produced before the kill processed")
-        statuses = {m.name: m.status() for m in members}
-        generations = {s["generation"] for s in statuses.values()}
-        assert len(generations) == 1, f"members disagree on the generation: {statuses}"
-        (generation,) = generations
+        split, generation = settle(members, first, "the kill")
 
         victim, survivors = members[0], members[1:]
         marks = {m.name: len(m.snapshot()) for m in survivors}
@@ -135,13 +143,7 @@ def test_member_leaving_cleanly_triggers_an_immediate_rebalance(
     # LONG_SESSION_MS, far beyond every wait below.
     members = start_members(broker, tmp_path, group, topic, [LONG_SESSION_MS, SHORT_SESSION_MS, SHORT_SESSION_MS])
     try:
-        split = wait_for_split(members, range(PARTITIONS), timeout=SETTLE)
-        wait_until(lambda: all_processed(members, set(first)), timeout=SETTLE,
-                   message="records produced before the leave processed")
-        statuses = {m.name: m.status() for m in members}
-        generations = {s["generation"] for s in statuses.values()}
-        assert len(generations) == 1, f"members disagree on the generation: {statuses}"
-        (generation,) = generations
+        split, generation = settle(members, first, "the leave")
 
         leaver, survivors = members[0], members[1:]
         marks = {m.name: len(m.snapshot()) for m in survivors}

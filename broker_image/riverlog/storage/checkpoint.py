@@ -48,9 +48,10 @@ class PartitionState:
     high_watermark: int
 
 
-def read_state(directory: Path) -> PartitionState | None:
+def _read_fields(path: Path) -> dict[str, int] | None:
+    """A version-0 checkpoint: a "0" line, then "key value" lines; None if missing or damaged."""
     try:
-        lines = (directory / STATE_NAME).read_text().split("\n")
+        lines = path.read_text().split("\n")
     except (FileNotFoundError, UnicodeDecodeError):
         return None
     values: dict[str, int] = {}
@@ -61,17 +62,29 @@ def read_state(directory: Path) -> PartitionState | None:
             if line.strip():
                 key, value = line.split()
                 values[key] = int(value)
-        return PartitionState(values["log_start_offset"], values["recovery_point"], values["high_watermark"])
-    except (IndexError, KeyError, ValueError):
+    except ValueError:
+        return None
+    return values
+
+
+def _write_fields(path: Path, fields: dict[str, int], *, sync: bool) -> None:
+    text = "0\n" + "".join(f"{key} {value}\n" for key, value in fields.items())
+    atomic_write(path, text.encode(), sync=sync)
+
+
+def read_state(directory: Path) -> PartitionState | None:
+    values = _read_fields(directory / STATE_NAME)
+    try:
+        return None if values is None else PartitionState(
+            values["log_start_offset"], values["recovery_point"], values["high_watermark"])
+    except KeyError:
         return None
 
 
 def write_state(directory: Path, state: PartitionState, *, sync: bool) -> None:
-    text = (
-        f"0\nlog_start_offset {state.log_start_offset}\nrecovery_point {state.recovery_point}\n"
-        f"high_watermark {state.high_watermark}\n"
-    )
-    atomic_write(directory / STATE_NAME, text.encode(), sync=sync)
+    _write_fields(directory / STATE_NAME, {"log_start_offset": state.log_start_offset,
+                                           "recovery_point": state.recovery_point,
+                                           "high_watermark": state.high_watermark}, sync=sync)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,26 +94,17 @@ class CleanerState:
 
 
 def read_cleaner_state(directory: Path) -> CleanerState | None:
+    values = _read_fields(directory / CLEANER_NAME)
     try:
-        lines = (directory / CLEANER_NAME).read_text().split("\n")
-    except (FileNotFoundError, UnicodeDecodeError):
-        return None
-    values: dict[str, int] = {}
-    try:
-        if lines[0].strip() != "0":
-            return None
-        for line in lines[1:]:
-            if line.strip():
-                key, value = line.split()
-                values[key] = int(value)
-        return CleanerState(values["clean_offset"], values.get("delete_horizon", NO_HORIZON))
-    except (IndexError, KeyError, ValueError):
+        return None if values is None else CleanerState(
+            values["clean_offset"], values.get("delete_horizon", NO_HORIZON))
+    except KeyError:
         return None
 
 
 def write_cleaner_state(directory: Path, state: CleanerState, *, sync: bool = True) -> None:
-    text = f"0\nclean_offset {state.clean_offset}\ndelete_horizon {state.delete_horizon}\n"
-    atomic_write(directory / CLEANER_NAME, text.encode(), sync=sync)
+    _write_fields(directory / CLEANER_NAME, {"clean_offset": state.clean_offset,
+                                             "delete_horizon": state.delete_horizon}, sync=sync)
 
 
 def truncate_cleaner_state(directory: Path, end_offset: int) -> None:
