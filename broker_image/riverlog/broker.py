@@ -19,7 +19,7 @@ import logging
 import signal
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from .cluster.log_cleaner import LogCleaner
@@ -39,6 +39,9 @@ from .server.connection import Connection
 from .server.dispatch import Dispatcher
 
 log = logging.getLogger(__name__)
+
+
+STOP_STEP_TIMEOUT_S = 10
 
 
 def now_ms() -> int:
@@ -203,26 +206,35 @@ class Broker:
 
     async def stop(self) -> None:
         self.health.ready = False
-        await self._cancel_tasks()  # no heartbeat may unfence us during the shutdown
-        await self.replicas.fetchers.stop()
+        # Every step is bounded: a shutdown must never hang (a stuck step is logged by name, so
+        # it can be found, and the broker still closes its logs cleanly).
+        await self._bounded("cancelling tasks", self._cancel_tasks())  # no heartbeat may unfence us now
+        await self._bounded("stopping fetchers", self.replicas.fetchers.stop())
         if self.broker_epoch >= 0:
             # Controlled shutdown: leadership moves to other in-sync replicas while we still answer
             # (in-flight requests end with NOT_LEADER_OR_FOLLOWER and clients move on).
-            try:
-                await self.controller.heartbeat(self.node_id, self.broker_epoch, want_shutdown=True)
-            except Exception:
-                log.exception("broker %d: controlled shutdown failed; stopping anyway", self.node_id)
+            await self._bounded("controlled shutdown",
+                                self.controller.heartbeat(self.node_id, self.broker_epoch, want_shutdown=True))
         for server in self._servers:
             server.close()
         for conn in list(self.connections):
             conn.close()
-        await self.coordinator.stop()
+        await self._bounded("stopping the group coordinator", self.coordinator.stop())
         for unsubscribe in self._unsubscribe:
             unsubscribe()
-        await self.log_cleaner.stop()  # log compaction: abort passes before the logs close
+        await self._bounded("stopping the log cleaner", self.log_cleaner.stop())  # before the logs close
         await asyncio.get_running_loop().run_in_executor(None, self.replicas.close)
         await self.health.stop()
         self._stopped.set()
+
+    async def _bounded(self, step: str, work: Awaitable[object]) -> None:
+        try:
+            await asyncio.wait_for(work, STOP_STEP_TIMEOUT_S)
+        except TimeoutError:
+            log.error("broker %d: %s did not finish within %ds; going on with the shutdown",
+                      self.node_id, step, STOP_STEP_TIMEOUT_S)
+        except Exception:
+            log.exception("broker %d: %s failed; going on with the shutdown", self.node_id, step)
 
     async def halt(self) -> None:
         """Stop as abruptly as kill -9 would, for in-process fault tests: no controlled shutdown,
