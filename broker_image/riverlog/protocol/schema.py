@@ -339,6 +339,10 @@ class Struct(FieldType):
                 w.int8(-1)
                 return
             w.int8(1)
+        elif value is None:
+            # A missing non-nullable struct (e.g. FetchSnapshot's SnapshotId) is written with its
+            # fields' defaults, as Kafka's default instance of it would be.
+            value = {}
         plan = self.plan(version, flexible)
         get = value.get
         for name, ftype, fnullable in plan.regular:

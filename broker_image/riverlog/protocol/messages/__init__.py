@@ -43,6 +43,16 @@ MODULES = (
     "alter_partition_reassignments",
     "list_partition_reassignments",
     "describe_topic_partitions",
+    # KRaft: the quorum's own RPCs and the broker-to-controller APIs.
+    "vote",
+    "begin_quorum_epoch",
+    "end_quorum_epoch",
+    "describe_quorum",
+    "alter_partition",
+    "fetch_snapshot",
+    "broker_registration",
+    "broker_heartbeat",
+    "allocate_producer_ids",
 )
 
 
