@@ -77,6 +77,10 @@ DEFAULTS: dict[str, str] = {
     "offsets.topic.segment.bytes": "104857600",
     "offsets.load.buffer.size": "5242880",
     "unclean.leader.election.enable": "false",
+    # Automatic preferred-leader rebalance (controller/leader_balance.py), Kafka's defaults.
+    "auto.leader.rebalance.enable": "true",
+    "leader.imbalance.check.interval.seconds": "300",
+    "leader.imbalance.per.broker.percentage": "10",
     # Replication (Kafka's names and defaults).
     "replica.lag.time.max.ms": "30000",
     "replica.fetch.max.bytes": "1048576",
@@ -224,8 +228,15 @@ class BrokerConfig:
         for key in ("log.cleaner.threads", "log.cleaner.backoff.ms", "log.cleaner.dedupe.buffer.size"):
             if self.get_int(key) < 1:
                 raise ConfigError(f"{key} must be at least 1, got {self.get(key)}")
-        for key in ("auto.create.topics.enable", "delete.topic.enable", "log.cleaner.enable"):
+        for key in ("auto.create.topics.enable", "delete.topic.enable", "log.cleaner.enable",
+                    "auto.leader.rebalance.enable"):
             self.get_bool(key)
+        if self.get_int("leader.imbalance.check.interval.seconds") < 1:
+            raise ConfigError("leader.imbalance.check.interval.seconds must be at least 1, "
+                              f"got {self.get('leader.imbalance.check.interval.seconds')}")
+        if not 0 <= self.get_int("leader.imbalance.per.broker.percentage") <= 100:
+            raise ConfigError("leader.imbalance.per.broker.percentage must be between 0 and 100, "
+                              f"got {self.get('leader.imbalance.per.broker.percentage')}")
         if not self.listeners():
             raise ConfigError("listeners is empty (example: listeners=PLAINTEXT://:9092)")
 

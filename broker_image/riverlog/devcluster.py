@@ -18,6 +18,7 @@ from pathlib import Path
 
 from .broker import Broker
 from .config import BrokerConfig
+from .controller.leader_balance import LeaderBalanceSettings, run_periodically
 from .controller.local import LocalController, read_or_create_cluster_id
 
 log = logging.getLogger(__name__)
@@ -50,6 +51,7 @@ class DevCluster:
         self.controller = LocalController(controller_dir / "__cluster_metadata-0", 1, cid)
         self.brokers: dict[int, Broker] = {}
         self._expiry: asyncio.Task[None] | None = None
+        self._rebalance: asyncio.Task[None] | None = None
 
     @property
     def bootstrap(self) -> str:
@@ -74,6 +76,10 @@ class DevCluster:
         for node_id in self.ports:
             await self.start_broker(node_id)
         self._expiry = asyncio.get_running_loop().create_task(self._expire_sessions())
+        # The controller's other periodic duty: preferred leaders back once they can lead.
+        balance = LeaderBalanceSettings.from_broker(self.config(next(iter(self.ports))))
+        self._rebalance = asyncio.get_running_loop().create_task(run_periodically(
+            lambda: self.controller.balance_leaders(balance.imbalance_percentage), balance))
         return self
 
     async def _expire_sessions(self) -> None:
@@ -94,10 +100,11 @@ class DevCluster:
         return broker
 
     async def stop(self) -> None:
-        if self._expiry is not None:
-            self._expiry.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._expiry
+        for task in (self._expiry, self._rebalance):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         # One at a time, each a controlled shutdown, so leadership moves to the brokers still up.
         for node_id in list(self.brokers):
             await self.brokers.pop(node_id).stop()

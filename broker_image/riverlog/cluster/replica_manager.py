@@ -2,8 +2,10 @@
 
 When the image changes the manager opens logs for new replicas, applies leadership, ISR and
 config changes, points the replica fetchers at the partitions it follows, and removes the logs
-of deleted topics (renamed first, deleted in the background, as Kafka does, so a crash
-mid-delete can't resurrect a topic).
+of deleted topics and of partitions reassigned away from this broker (renamed first, deleted in
+the background, as Kafka does, so a crash mid-delete can't resurrect them; a start-up finds any
+leftover and finishes the job). A replica added by a reassignment is a follower like any other:
+it fetches from the log start, and the leader proposes it for the ISR once it has caught up.
 
 As leader it also turns follower fetches into ISR decisions: expansion when a follower caught
 up, shrinking when one lags (``shrink_isrs``, run periodically by the broker). Proposals go to
@@ -126,7 +128,7 @@ class ReplicaManager:
                 shutil.rmtree(entry, ignore_errors=True)
             elif entry.is_dir() and not entry.name.startswith("__cluster_metadata") \
                     and (entry / "partition.metadata").exists() and entry.name not in known:
-                log.info("removing %s: its topic no longer exists", entry.name)
+                log.info("removing %s: this broker no longer hosts it", entry.name)
                 shutil.rmtree(entry, ignore_errors=True)
 
     def on_image(self, old: MetadataImage, new: MetadataImage, now_ms: int) -> None:
@@ -136,6 +138,8 @@ class ReplicaManager:
             new_topic = new.topics.get(topic_name)
             if new_topic is None or new_topic.topic_id != topic.topic_id:
                 self._remove_topic(topic)
+            else:
+                self._remove_reassigned_away(new_topic)
         for topic, part in self._hosted(new):
             key = (topic.name, part.partition)
             existing = self.partitions.get(key)
@@ -208,18 +212,32 @@ class ReplicaManager:
 
     def _remove_topic(self, topic: TopicImage) -> None:
         for key in [k for k in self.partitions if k[0] == topic.name]:
-            p = self.partitions.pop(key)
-            self.fetchers.unfollow(p)
-            self._proposals.pop(key, None)
-            p.fail_waiters(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-            directory = p.log.directory
-            p.log.close()
-            target = directory.with_name(f"{directory.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}")
-            try:
-                os.replace(directory, target)
-                shutil.rmtree(target, ignore_errors=True)
-            except OSError:
-                log.exception("could not delete %s", directory)
+            self._remove_partition(key, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+
+    def _remove_reassigned_away(self, topic: TopicImage) -> None:
+        """Drop the replicas of ``topic`` a reassignment took off this broker."""
+        for key in [k for k in self.partitions if k[0] == topic.name]:
+            part = topic.partitions.get(key[1])
+            if part is not None and self.node_id not in part.replicas:
+                log.info("broker %d is no longer a replica of %s-%d (replicas %s): deleting its log",
+                         self.node_id, key[0], key[1], list(part.replicas))
+                # Clients waiting here retry on the leader the metadata now names.
+                self._remove_partition(key, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+
+    def _remove_partition(self, key: tuple[str, int], code: ErrorCode) -> None:
+        p = self.partitions.pop(key)
+        self.fetchers.unfollow(p)
+        self._proposals.pop(key, None)
+        p.fail_waiters(code)
+        p.leader = -1  # a late AlterPartition answer must not act on it as a leader
+        directory = p.log.directory
+        p.log.close()
+        target = directory.with_name(f"{directory.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}")
+        try:
+            os.replace(directory, target)
+            shutil.rmtree(target, ignore_errors=True)
+        except OSError:
+            log.exception("could not delete %s", directory)
 
     # ISR changes (leader side) ------------------------------------------------------------
 

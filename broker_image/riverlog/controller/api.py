@@ -8,8 +8,9 @@ requests to the active controller (Kafka's BrokerRegistration, BrokerHeartbeat, 
 ElectLeaders, CreateTopics ... RPCs), each returning once its records are committed *and* applied
 to this broker's image, so callers may read ``image`` right after.
 
-Decisions are the pure functions of ``topic_ops`` and ``partition_ops``; an implementation only
-makes their records durable, orders them, and applies them.
+Decisions are the pure functions of ``topic_ops``, ``partition_ops``, ``reassignment`` and
+``leader_balance``; an implementation only makes their records durable, orders them, and
+applies them.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Protocol
 from ..protocol.errors import ErrorCode
 from .image import MetadataImage
 from .partition_ops import AlterPartitionOutcome, AlterPartitionRequest, ElectionOutcome
+from .reassignment import OngoingReassignment, ReassignmentItem, ReassignmentResult
 from .records import Endpoint
 from .topic_ops import NewTopic, Outcome
 
@@ -81,6 +83,22 @@ class ControllerApi(Protocol):
         ...
 
     async def elect_leaders(self, items: Sequence[tuple[str, int]], election_type: int) -> list[ElectionOutcome]:
+        ...
+
+    async def alter_partition_reassignments(
+        self, items: Sequence[ReassignmentItem], *, allow_replication_factor_change: bool = True
+    ) -> list[ReassignmentResult]:
+        """Start, change or cancel (target None) reassignments (see ``reassignment``)."""
+        ...
+
+    async def list_partition_reassignments(
+        self, wanted: Sequence[tuple[str, Sequence[int]]] | None = None
+    ) -> list[OngoingReassignment]:
+        """Reassignments in progress, all or among ``wanted`` (topic, partitions)."""
+        ...
+
+    async def balance_leaders(self, imbalance_percentage: int) -> int:
+        """One automatic preferred-leader rebalance pass (see ``leader_balance``)."""
         ...
 
     # Admin ---------------------------------------------------------------------------------

@@ -52,6 +52,13 @@ class PartitionImage:
     leader: int
     leader_epoch: int
     partition_epoch: int
+    adding_replicas: tuple[int, ...] = ()
+    removing_replicas: tuple[int, ...] = ()
+
+    @property
+    def reassigning(self) -> bool:
+        """Whether a reassignment is in progress (``replicas`` is then target + removing)."""
+        return bool(self.adding_replicas or self.removing_replicas)
 
 
 @dataclass(frozen=True)
@@ -125,19 +132,23 @@ class MetadataImage:
                 if found:
                     found[1][record.partition] = PartitionImage(
                         record.partition, record.replicas, record.isr, record.leader,
-                        record.leader_epoch, record.partition_epoch,
+                        record.leader_epoch, record.partition_epoch, record.adding_replicas,
+                        record.removing_replicas,
                     )
             elif isinstance(record, PartitionChangeRecord):
                 found = partitions_of(record.topic_id)
                 if found and record.partition in found[1]:
                     old = found[1][record.partition]
-                    leader_changed = record.leader is not None and record.leader != old.leader
                     found[1][record.partition] = replace(
                         old,
                         leader=old.leader if record.leader is None else record.leader,
                         isr=old.isr if record.isr is None else record.isr,
                         replicas=old.replicas if record.replicas is None else record.replicas,
-                        leader_epoch=old.leader_epoch + (1 if leader_changed else 0),
+                        adding_replicas=old.adding_replicas if record.adding_replicas is None
+                        else record.adding_replicas,
+                        removing_replicas=old.removing_replicas if record.removing_replicas is None
+                        else record.removing_replicas,
+                        leader_epoch=old.leader_epoch + (0 if record.leader is None else 1),
                         partition_epoch=old.partition_epoch + 1,
                     )
             elif isinstance(record, ConfigRecord):

@@ -22,10 +22,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ..protocol.errors import ErrorCode
-from . import partition_ops
+from . import leader_balance, partition_ops, reassignment
 from .api import HeartbeatResult, ImageListener, Unsubscribe
 from .image import MetadataImage
 from .partition_ops import AlterPartitionOutcome, AlterPartitionRequest, ElectionOutcome
+from .reassignment import OngoingReassignment, ReassignmentItem, ReassignmentResult
 from .records import Endpoint, ProducerIdsRecord, Record, from_json, to_json
 from .topic_ops import NewTopic, Outcome, alter_topic_configs, create_partitions, create_topic, delete_topic
 
@@ -170,7 +171,8 @@ class LocalController:
         self, broker_id: int, broker_epoch: int, requests: Sequence[AlterPartitionRequest]
     ) -> AlterPartitionOutcome:
         async with self._lock:
-            outcome = partition_ops.alter_partition(self.image, broker_id, broker_epoch, requests)
+            outcome = partition_ops.alter_partition(self.image, broker_id, broker_epoch, requests,
+                                                    unclean_default=self.unclean_leader_election)
             await self.commit(outcome.records)
             return outcome
 
@@ -182,6 +184,31 @@ class LocalController:
                 await self.commit(outcome.records)
                 outcomes.append(outcome)
             return outcomes
+
+    async def alter_partition_reassignments(
+        self, items: Sequence[ReassignmentItem], *, allow_replication_factor_change: bool = True
+    ) -> list[ReassignmentResult]:
+        async with self._lock:
+            outcome = reassignment.alter_partition_reassignments(
+                self.image, items, allow_replication_factor_change=allow_replication_factor_change,
+                unclean_default=self.unclean_leader_election)
+            await self.commit(outcome.records)
+            return outcome.results
+
+    async def list_partition_reassignments(
+        self, wanted: Sequence[tuple[str, Sequence[int]]] | None = None
+    ) -> list[OngoingReassignment]:
+        return reassignment.list_partition_reassignments(self.image, wanted)
+
+    async def balance_leaders(self, imbalance_percentage: int) -> int:
+        """One automatic leader rebalance pass (see ``leader_balance``); returns how many
+        partitions changed leader. Whoever runs the controller calls it periodically."""
+        async with self._lock:
+            records = leader_balance.preferred_leader_elections(self.image, imbalance_percentage)
+            if records:
+                log.info("leader rebalance: moving %d partition(s) back to their preferred leader", len(records))
+            await self.commit(records)
+            return len(records)
 
     # Committing --------------------------------------------------------------------------
 

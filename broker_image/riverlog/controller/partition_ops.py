@@ -27,6 +27,13 @@ Semantics, following KRaft before eligible leader replicas (KIP-966's ELR is not
   and an ISR without the leader or with non-replicas INVALID_REQUEST. The controller does not
   refuse shrinking an ISR below ``min.insync.replicas``: leaders refuse acks=all writes instead
   (NOT_ENOUGH_REPLICAS), as in Kafka without ELR.
+- **Reassignments** (``reassignment.py`` starts and cancels them) complete in whichever change
+  first gives them an ISR holding every target replica (usually the leader's AlterPartition
+  adding the last new replica): replicas become the target, the removed replicas leave the ISR,
+  and a leader that was removed hands over to the first live target replica in the ISR. That
+  AlterPartition is answered NEW_LEADER_ELECTED, as Kafka does. A change that takes replicas
+  away bumps the leader epoch even when the leader stays (Kafka's rule), so every replica sees it
+  as a new epoch.
 """
 
 from __future__ import annotations
@@ -58,25 +65,98 @@ def elect_leader(
     part: PartitionImage, isr: tuple[int, ...], live: frozenset[int], *, unclean: bool
 ) -> tuple[int, tuple[int, ...]]:
     """(leader, ISR) after an election among ``live`` brokers; (-1, isr) when nobody may lead."""
-    for replica in part.replicas:
+    return elect_among(part.replicas, isr, live, unclean=unclean)
+
+
+def elect_among(
+    replicas: tuple[int, ...], isr: tuple[int, ...], live: frozenset[int], *, unclean: bool
+) -> tuple[int, tuple[int, ...]]:
+    """Leader election over an explicit replica list (a reassignment's target, say)."""
+    for replica in replicas:
         if replica in isr and replica in live:
             return replica, isr
     if unclean:
-        for replica in part.replicas:
+        for replica in replicas:
             if replica in live:
                 return replica, (replica,)
     return NO_LEADER, isr
 
 
-def partition_change(
-    topic_id: uuid.UUID, part: PartitionImage, *, leader: int | None = None, isr: tuple[int, ...] | None = None
-) -> PartitionChangeRecord | None:
-    """The record moving ``part`` to the given leader/ISR, or None if nothing changes."""
-    new_leader = None if leader is None or leader == part.leader else leader
-    new_isr = None if isr is None or isr == part.isr else isr
-    if new_leader is None and new_isr is None:
+@dataclass(frozen=True)
+class PartitionState:
+    """A partition's leader, ISR and assignment as a change would leave them."""
+
+    leader: int
+    isr: tuple[int, ...]
+    replicas: tuple[int, ...]
+    adding: tuple[int, ...] = ()
+    removing: tuple[int, ...] = ()
+
+    @classmethod
+    def of(cls, part: PartitionImage) -> PartitionState:
+        return cls(part.leader, part.isr, part.replicas, part.adding_replicas, part.removing_replicas)
+
+
+def completed_reassignment(state: PartitionState) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+    """(replicas, ISR) once the reassignment in ``state`` may complete, else None.
+
+    It may when, the removed replicas left out, neither the replicas nor the ISR is empty and
+    every target replica is in the ISR (KRaft's rule: an added replica only counts once it holds
+    every committed record)."""
+    if not state.adding and not state.removing:
         return None
-    return PartitionChangeRecord(topic_id, part.partition, leader=new_leader, isr=new_isr)
+    removing = set(state.removing)
+    isr = tuple(r for r in state.isr if r not in removing)
+    replicas = tuple(r for r in state.replicas if r not in removing)
+    if not isr or not replicas or not set(replicas) <= set(isr):
+        return None
+    return replicas, isr
+
+
+def complete_if_possible(state: PartitionState, live: frozenset[int], *, unclean: bool) -> PartitionState:
+    """``state`` with its reassignment completed if it may be; a leader that is no longer a
+    replica (or in the ISR) is replaced by the first live target replica in the ISR."""
+    done = completed_reassignment(state)
+    if done is None:
+        return state
+    replicas, isr = done
+    leader = state.leader
+    if leader not in isr or leader not in live:
+        leader, isr = elect_among(replicas, isr, live, unclean=unclean)
+    return PartitionState(leader, isr, replicas)
+
+
+def change_record(topic_id: uuid.UUID, part: PartitionImage, target: PartitionState) -> PartitionChangeRecord | None:
+    """The record taking ``part`` to ``target``, or None if nothing changes."""
+    leader = None if target.leader == part.leader else target.leader
+    if leader is None and not set(part.replicas) <= set(target.replicas):
+        # Replicas leave: the leader epoch goes up even though the leader stays (Kafka does the
+        # same), so the remaining replicas start a new epoch without the removed ones.
+        leader = part.leader
+    record = PartitionChangeRecord(
+        topic_id, part.partition, leader=leader,
+        isr=None if target.isr == part.isr else target.isr,
+        replicas=None if target.replicas == part.replicas else target.replicas,
+        adding_replicas=None if target.adding == part.adding_replicas else target.adding,
+        removing_replicas=None if target.removing == part.removing_replicas else target.removing,
+    )
+    if record == PartitionChangeRecord(topic_id, part.partition):
+        return None
+    return record
+
+
+def partition_change(
+    topic_id: uuid.UUID, part: PartitionImage, *, leader: int | None = None, isr: tuple[int, ...] | None = None,
+    live: frozenset[int] | None = None, unclean: bool = False,
+) -> PartitionChangeRecord | None:
+    """The record moving ``part`` to the given leader/ISR, or None if nothing changes. With
+    ``live`` given, a reassignment the new ISR allows to complete completes in the same record."""
+    state = PartitionState.of(part)
+    state = PartitionState(part.leader if leader is None else leader, part.isr if isr is None else isr,
+                           state.replicas, state.adding, state.removing)
+    if live is not None:
+        state = complete_if_possible(state, live, unclean=unclean)
+    return change_record(topic_id, part, state)
 
 
 def _replicas_on(image: MetadataImage, broker_id: int) -> Iterator[tuple[TopicImage, PartitionImage]]:
@@ -98,10 +178,10 @@ def _without_broker(image: MetadataImage, broker_id: int, unclean_default: bool)
         if broker_id in isr and len(isr) > 1:
             isr = tuple(r for r in isr if r != broker_id)
         leader = part.leader
+        unclean = unclean_election_enabled(image, topic.name, unclean_default)
         if leader == broker_id:
-            leader, isr = elect_leader(part, isr, live, unclean=unclean_election_enabled(
-                image, topic.name, unclean_default))
-        record = partition_change(topic.topic_id, part, leader=leader, isr=isr)
+            leader, isr = elect_leader(part, isr, live, unclean=unclean)
+        record = partition_change(topic.topic_id, part, leader=leader, isr=isr, live=live, unclean=unclean)
         if record is not None:
             records.append(record)
     return records
@@ -130,9 +210,9 @@ def unfence_broker(image: MetadataImage, broker_id: int, *, unclean_default: boo
     for topic, part in _replicas_on(image, broker_id):
         if part.leader != NO_LEADER and part.leader in live:
             continue
-        leader, isr = elect_leader(part, part.isr, live,
-                                   unclean=unclean_election_enabled(image, topic.name, unclean_default))
-        record = partition_change(topic.topic_id, part, leader=leader, isr=isr)
+        unclean = unclean_election_enabled(image, topic.name, unclean_default)
+        leader, isr = elect_leader(part, part.isr, live, unclean=unclean)
+        record = partition_change(topic.topic_id, part, leader=leader, isr=isr, live=live, unclean=unclean)
         if record is not None:
             records.append(record)
     return records
@@ -242,13 +322,15 @@ def _check_alter(image: MetadataImage, broker_id: int, req: AlterPartitionReques
 
 
 def alter_partition(
-    image: MetadataImage, broker_id: int, broker_epoch: int, requests: Sequence[AlterPartitionRequest]
+    image: MetadataImage, broker_id: int, broker_epoch: int, requests: Sequence[AlterPartitionRequest],
+    *, unclean_default: bool = False,
 ) -> AlterPartitionOutcome:
     """Validate ISR changes proposed by the leader ``broker_id`` and return the records."""
     broker = image.brokers.get(broker_id)
     if broker is None or broker.epoch != broker_epoch:
         return AlterPartitionOutcome(ErrorCode.STALE_BROKER_EPOCH)
     outcome = AlterPartitionOutcome()
+    live = image.live_broker_ids()
     for req in requests:
         failed = _check_alter(image, broker_id, req)
         if failed is not None:
@@ -256,13 +338,21 @@ def alter_partition(
             continue
         topic = image.topic_by_id(req.topic_id)
         assert topic is not None
-        record = partition_change(req.topic_id, topic.partitions[req.partition], isr=req.new_isr)
+        record = partition_change(req.topic_id, topic.partitions[req.partition], isr=req.new_isr, live=live,
+                                  unclean=unclean_election_enabled(image, topic.name, unclean_default))
         if record is not None:
             outcome.records.append(record)
             image = image.apply([record])  # later requests of the batch see this one
             topic = image.topic_by_id(req.topic_id)
             assert topic is not None
         part = topic.partitions[req.partition]
+        if part.leader != broker_id:
+            # The ISR change completed a reassignment that moved leadership away from the
+            # requester: committed, but it must learn the new state from the metadata (Kafka).
+            outcome.results.append(AlterPartitionResult(
+                req.topic_id, req.partition, ErrorCode.NEW_LEADER_ELECTED,
+                f"the reassignment completed and broker {part.leader} leads now"))
+            continue
         outcome.results.append(AlterPartitionResult(req.topic_id, req.partition, ErrorCode.NONE, None, part.leader,
                                                     part.leader_epoch, part.isr, part.partition_epoch))
     return outcome
@@ -302,6 +392,6 @@ def elect_leaders(image: MetadataImage, topic: str, partition: int, election_typ
         leader, isr = elect_leader(part, part.isr, live, unclean=True)
         if leader == NO_LEADER:
             return ElectionOutcome(ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE, "no live replica")
-        record = partition_change(t.topic_id, part, leader=leader, isr=isr)
+        record = partition_change(t.topic_id, part, leader=leader, isr=isr, live=live, unclean=True)
         return ElectionOutcome(records=[record] if record else [])
     return ElectionOutcome(ErrorCode.INVALID_REQUEST, f"unknown election type {election_type}")

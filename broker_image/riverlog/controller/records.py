@@ -61,12 +61,17 @@ class PartitionRecord:
     leader: int
     leader_epoch: int = 0
     partition_epoch: int = 0
+    # An ongoing reassignment (KIP-455): replicas being added / removed; both empty otherwise.
+    adding_replicas: tuple[int, ...] = ()
+    removing_replicas: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
 class PartitionChangeRecord:
-    """A change of leader, ISR or replicas; None fields are unchanged. A leader change bumps the
-    leader epoch; any change bumps the partition epoch."""
+    """A change of leader, ISR, replicas or reassignment state; None fields are unchanged (an
+    empty ``adding_replicas``/``removing_replicas`` clears them). Setting ``leader``, even to the
+    current leader, bumps the leader epoch (as Kafka's record does: a reassignment that removes
+    replicas bumps it without a leader change); any change bumps the partition epoch."""
 
     TYPE: ClassVar[str] = "partition_change"
     topic_id: uuid.UUID
@@ -74,6 +79,8 @@ class PartitionChangeRecord:
     leader: int | None = None
     isr: tuple[int, ...] | None = None
     replicas: tuple[int, ...] | None = None
+    adding_replicas: tuple[int, ...] | None = None
+    removing_replicas: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -142,7 +149,7 @@ def from_json(data: dict[str, Any]) -> Record:
     cls = _TYPES[data.pop("type")]
     if "topic_id" in data:
         data["topic_id"] = uuid.UUID(data["topic_id"])
-    for key in ("replicas", "isr"):
+    for key in ("replicas", "isr", "adding_replicas", "removing_replicas"):
         if data.get(key) is not None:
             data[key] = tuple(data[key])
     if cls is RegisterBrokerRecord:

@@ -10,12 +10,7 @@ from ..protocol.api_keys import ApiKey
 from ..protocol.messages import MESSAGES
 from ..server.dispatch import Api, RequestContext
 from .api_versions import handle_api_versions
-from .cluster_info import (
-    handle_describe_cluster,
-    handle_describe_log_dirs,
-    handle_elect_leaders,
-    handle_list_partition_reassignments,
-)
+from .cluster_info import handle_describe_cluster, handle_describe_log_dirs, handle_elect_leaders
 from .configs import handle_alter_configs, handle_describe_configs, handle_incremental_alter_configs
 from .fetch import handle_fetch
 from .group_offsets import handle_offset_commit, handle_offset_delete, handle_offset_fetch
@@ -33,6 +28,7 @@ from .list_offsets import handle_list_offsets
 from .metadata import handle_describe_topic_partitions, handle_metadata
 from .produce import handle_produce
 from .producer_ids import handle_init_producer_id
+from .reassignments import handle_alter_partition_reassignments, handle_list_partition_reassignments
 from .records_admin import handle_delete_records, handle_offset_for_leader_epoch
 from .topics import handle_create_partitions, handle_create_topics, handle_delete_topics
 
@@ -59,6 +55,7 @@ HANDLERS: dict[ApiKey, BrokerHandler] = {
     ApiKey.OFFSET_FOR_LEADER_EPOCH: handle_offset_for_leader_epoch,
     ApiKey.DESCRIBE_LOG_DIRS: handle_describe_log_dirs,
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: handle_describe_topic_partitions,
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: handle_alter_partition_reassignments,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: handle_list_partition_reassignments,
     ApiKey.ELECT_LEADERS: handle_elect_leaders,
     ApiKey.FIND_COORDINATOR: handle_find_coordinator,

@@ -62,11 +62,6 @@ async def handle_describe_log_dirs(broker: Broker, ctx: RequestContext, req: Bod
     }]}
 
 
-async def handle_list_partition_reassignments(broker: Broker, ctx: RequestContext, req: Body) -> Body:
-    # Reassignments arrive with the cluster (issue #4); until then none is ever in progress.
-    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "topics": []}
-
-
 async def handle_elect_leaders(broker: Broker, ctx: RequestContext, req: Body) -> Body:
     """ElectLeaders: preferred (0) or unclean (1) elections, decided by the controller.
 

@@ -15,6 +15,13 @@ if TYPE_CHECKING:
 
 BROKER_LOGGER_RESOURCE = 8
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+# Replication throttles (KIP-73) are not implemented, so none is ever set; deleting one is a
+# no-op that succeeds, as on Kafka when none is set. kafka-reassign-partitions --verify deletes
+# them all once a reassignment is done and fails if that fails.
+BROKER_THROTTLES = frozenset({"leader.replication.throttled.rate", "follower.replication.throttled.rate",
+                              "replica.alter.log.dirs.io.max.bytes.per.second"})
+TOPIC_THROTTLES = frozenset({"leader.replication.throttled.replicas", "follower.replication.throttled.replicas"})
 _SENSITIVE_HINTS = ("password", "secret", "sasl.jaas")
 
 
@@ -120,6 +127,10 @@ async def handle_incremental_alter_configs(broker: Broker, ctx: RequestContext, 
     responses = []
     for res in req["resources"]:
         rtype, rname = res["resource_type"], res["resource_name"]
+        if rtype == BROKER_RESOURCE and all(c["config_operation"] == DELETE and c["name"] in BROKER_THROTTLES
+                                            for c in res["configs"]):
+            responses.append(_resource_error(rtype, rname, ErrorCode.NONE, None))
+            continue
         if rtype != TOPIC_RESOURCE:
             responses.append(_unsupported_resource(rtype, rname))
             continue
@@ -132,6 +143,8 @@ async def handle_incremental_alter_configs(broker: Broker, ctx: RequestContext, 
         problem: str | None = None
         for c in res["configs"]:
             name, op, value = c["name"], c["config_operation"], c["value"]
+            if op == DELETE and name in TOPIC_THROTTLES:
+                continue
             definition = TOPIC_CONFIGS.get(name)
             if definition is None:
                 problem = f"Unknown topic config name: {name}"
