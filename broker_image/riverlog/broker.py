@@ -7,8 +7,10 @@ Shutdown on SIGTERM/SIGINT is a controlled shutdown: the controller moves leader
 fences the broker first, then listeners close and every log is flushed and closed cleanly so
 the next start skips recovery.
 
-The controller is the broker's own ``LocalController`` unless one is injected: tests run several
-brokers in one process around a shared controller (see ``controller/api.py`` for the interface).
+The controller is, with ``controller.quorum.voters`` set, this node's replica of the Raft metadata
+quorum (``controller/quorum/controller.py``); without it, the broker's own ``LocalController``
+(single-node mode); or one injected by tests that run several brokers in one process around a
+shared controller (see ``controller/api.py`` for the interface).
 """
 
 from __future__ import annotations
@@ -25,10 +27,11 @@ from pathlib import Path
 from .cluster.log_cleaner import LogCleaner
 from .cluster.partition import Partition
 from .cluster.replica_manager import ReplicaManager
-from .config import BrokerConfig
+from .config import BrokerConfig, Listener
 from .controller.api import ControllerApi
 from .controller.image import MetadataImage
-from .controller.local import LocalController, read_or_create_cluster_id
+from .controller.local import LocalController, cluster_id_for_voters, read_or_create_cluster_id
+from .controller.quorum.controller import QuorumController
 from .controller.records import Endpoint
 from .coordinator.config import GroupConfig
 from .coordinator.runtime import GroupCoordinator
@@ -58,7 +61,16 @@ class Broker:
         self.log_dir = log_dirs[0].resolve()
         self.controller: ControllerApi
         self._own_controller: LocalController | None = None
-        if controller is None:
+        self.quorum: QuorumController | None = None
+        voters = config.get("controller.quorum.voters")
+        if controller is None and voters:
+            # Cluster mode: a replica of the Raft metadata quorum (a voter, or an observer).
+            self.cluster_id = read_or_create_cluster_id(self.log_dir, self.node_id, config.get("cluster.id"),
+                                                        cluster_id_for_voters(voters))
+            self.quorum = QuorumController(config, self.cluster_id)
+            self.controller = self.quorum
+        elif controller is None:
+            # Single-node mode: this broker is the whole cluster, with a local controller.
             self.cluster_id = read_or_create_cluster_id(self.log_dir, self.node_id, config.get("cluster.id"))
             self._own_controller = LocalController(
                 self.log_dir / "__cluster_metadata-0", self.node_id, self.cluster_id,
@@ -94,6 +106,8 @@ class Broker:
         started = time.monotonic()
         if self._own_controller is not None:
             self._own_controller.replay()
+        if self.quorum is not None:
+            await self._join_quorum()
         loaded = self.controller.image
         await loop.run_in_executor(None, self.replicas.load, loaded, now_ms())
         self._unsubscribe.append(self.controller.subscribe(lambda old, new: self.replicas.on_image(old, new, now_ms())))
@@ -112,17 +126,7 @@ class Broker:
         self.replicas.fetchers.start()
         # Ready to serve: be unfenced, which elects us where a partition waited for this replica.
         await self._heartbeat()
-        max_frame = self.config.get_int("socket.request.max.bytes")
-        max_queued = max(1, self.config.get_int("max.in.flight.requests.per.connection"))
-        for listener in self.config.client_listeners():
-            server = await loop.create_server(
-                lambda: self._new_connection(max_frame, max_queued),
-                host=listener.host or None,
-                port=listener.port,
-                reuse_address=True,
-                backlog=1024,
-            )
-            self._servers.append(server)
+        await self._listen(self.config.client_listeners())
         self._tasks.append(loop.create_task(self._maintenance_loop()))
         self._tasks.append(loop.create_task(self._flush_loop()))
         self._tasks.append(loop.create_task(self._isr_loop()))
@@ -135,6 +139,35 @@ class Broker:
             ", ".join(f"{lst.name}://{lst.host or '0.0.0.0'}:{lst.port}" for lst in self.config.client_listeners()),
             self.log_dir,
         )
+
+    async def _listen(self, listeners: list[Listener]) -> None:
+        loop = asyncio.get_running_loop()
+        max_frame = self.config.get_int("socket.request.max.bytes")
+        max_queued = max(1, self.config.get_int("max.in.flight.requests.per.connection"))
+        for listener in listeners:
+            server = await loop.create_server(
+                lambda: self._new_connection(max_frame, max_queued),
+                host=listener.host or None,
+                port=listener.port,
+                reuse_address=True,
+                backlog=1024,
+            )
+            self._servers.append(server)
+
+    async def _join_quorum(self) -> None:
+        """Serve the CONTROLLER listener (voters), start this node's replica of the metadata log
+        and wait until it has caught up with the quorum, before anything reads the image."""
+        assert self.quorum is not None
+        await self._listen(self.config.controller_listeners())
+        await self.quorum.start()
+        waited = 0
+        while not await self.quorum.wait_caught_up(timeout=5.0):
+            waited += 5
+            leader = self.quorum.driver.leader_id
+            log.warning("broker %d: waiting for the metadata quorum (%ds so far; leader %s; voters %s): "
+                        "a majority of the voters must be running and reachable",
+                        self.node_id, waited, "unknown" if leader is None else leader,
+                        self.config.get("controller.quorum.voters"))
 
     def _new_connection(self, max_frame: int, max_queued: int) -> Connection:
         conn = Connection(self.dispatcher.handle, max_frame=max_frame, max_queued=max_queued,
@@ -213,8 +246,15 @@ class Broker:
         if self.broker_epoch >= 0:
             # Controlled shutdown: leadership moves to other in-sync replicas while we still answer
             # (in-flight requests end with NOT_LEADER_OR_FOLLOWER and clients move on).
+            # Bounded by the session timeout: past it the controller fences us anyway, and with
+            # no quorum left (the last voters stopping) it would never be acknowledged.
             await self._bounded("controlled shutdown",
-                                self.controller.heartbeat(self.node_id, self.broker_epoch, want_shutdown=True))
+                                self.controller.heartbeat(self.node_id, self.broker_epoch, want_shutdown=True),
+                                timeout=self.config.get_int("broker.session.timeout.ms") / 1000 + 1)
+        if self.quorum is not None:
+            # Hand the metadata quorum over (a leader resigns, so the others elect at once) while
+            # the CONTROLLER listener still answers.
+            await self._bounded("leaving the metadata quorum", self.quorum.stop())
         for server in self._servers:
             server.close()
         for conn in list(self.connections):
@@ -227,12 +267,12 @@ class Broker:
         await self.health.stop()
         self._stopped.set()
 
-    async def _bounded(self, step: str, work: Awaitable[object]) -> None:
+    async def _bounded(self, step: str, work: Awaitable[object], timeout: float = STOP_STEP_TIMEOUT_S) -> None:
         try:
-            await asyncio.wait_for(work, STOP_STEP_TIMEOUT_S)
+            await asyncio.wait_for(work, timeout)
         except TimeoutError:
-            log.error("broker %d: %s did not finish within %ds; going on with the shutdown",
-                      self.node_id, step, STOP_STEP_TIMEOUT_S)
+            log.error("broker %d: %s did not finish within %gs; going on with the shutdown",
+                      self.node_id, step, timeout)
         except Exception:
             log.exception("broker %d: %s failed; going on with the shutdown", self.node_id, step)
 
@@ -249,6 +289,8 @@ class Broker:
         for conn in list(self.connections):
             conn.abort()
         await self._cancel_tasks()
+        if self.quorum is not None:
+            await self.quorum.halt()
         await self.replicas.fetchers.stop()
         await self.coordinator.stop()
         await self.log_cleaner.stop()

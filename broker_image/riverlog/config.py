@@ -25,6 +25,13 @@ DEFAULTS: dict[str, str] = {
     "controller.listener.names": "CONTROLLER",
     "inter.broker.listener.name": "PLAINTEXT",
     "controller.quorum.voters": "",
+    # Metadata quorum timings (Kafka's names; shorter than Kafka's 1000/2000/2000 defaults where
+    # noted in RaftConfig, so a local cluster elects a new controller in about two seconds).
+    "controller.quorum.election.timeout.ms": "1000",
+    "controller.quorum.fetch.timeout.ms": "2000",
+    "controller.quorum.request.timeout.ms": "1000",
+    "controller.quorum.election.backoff.max.ms": "100",
+    "metadata.log.dir": "",
     "cluster.id": "",
     "broker.rack": "",
     "log.dirs": "./data",
@@ -151,6 +158,31 @@ def parse_set_flags(flags: Iterable[str]) -> dict[str, str]:
 
 
 @dataclass(frozen=True)
+class Voter:
+    """One entry of ``controller.quorum.voters`` (``id@host:port``)."""
+
+    node_id: int
+    host: str
+    port: int
+
+
+def parse_voters(spec: str) -> list[Voter]:
+    voters: list[Voter] = []
+    for part in (p.strip() for p in spec.split(",") if p.strip()):
+        node, sep, address = part.partition("@")
+        host, colon, port = address.rpartition(":")
+        if not sep or not colon or not node.strip().isdigit() or not port.isdigit() or not host:
+            raise ConfigError(
+                f"controller.quorum.voters entry {part!r} must look like id@host:port "
+                "(example: controller.quorum.voters=1@node1:9093,2@node2:9093,3@node3:9093)")
+        voters.append(Voter(int(node), host.strip("[]"), int(port)))
+    ids = [v.node_id for v in voters]
+    if len(set(ids)) != len(ids):
+        raise ConfigError(f"controller.quorum.voters names a node id twice: {spec}")
+    return voters
+
+
+@dataclass(frozen=True)
 class Listener:
     name: str
     host: str
@@ -239,6 +271,38 @@ class BrokerConfig:
                               f"got {self.get('leader.imbalance.per.broker.percentage')}")
         if not self.listeners():
             raise ConfigError("listeners is empty (example: listeners=PLAINTEXT://:9092)")
+        self._validate_roles()
+
+    def _validate_roles(self) -> None:
+        roles = self.process_roles
+        if not roles or not roles <= {"broker", "controller"}:
+            raise ConfigError(
+                f"process.roles must be broker, controller or broker,controller; got {self.get('process.roles')!r}")
+        voters = self.quorum_voters()
+        if not voters:
+            return  # single-node mode: this node is the whole cluster
+        if "broker" not in roles:
+            raise ConfigError("process.roles=controller (a dedicated controller) is not supported yet; "
+                              "use process.roles=broker,controller on the voters")
+        voter_ids = {v.node_id for v in voters}
+        if "controller" in roles and self.node_id not in voter_ids:
+            raise ConfigError(
+                f"node.id {self.node_id} has the controller role but is not in controller.quorum.voters "
+                f"({self.get('controller.quorum.voters')}); add it there or set process.roles=broker")
+        if "controller" not in roles and self.node_id in voter_ids:
+            raise ConfigError(f"node.id {self.node_id} is in controller.quorum.voters but process.roles "
+                              "has no controller role; set process.roles=broker,controller")
+        if "controller" in roles and not self.controller_listeners():
+            raise ConfigError(
+                f"process.roles has the controller role but listeners has no {self.get('controller.listener.names')} "
+                "listener (example: listeners=PLAINTEXT://:9092,CONTROLLER://:9093)")
+        if not self.client_listeners():
+            raise ConfigError("process.roles has the broker role but every listener is a controller listener "
+                              "(example: listeners=PLAINTEXT://:9092,CONTROLLER://:9093)")
+        for key in ("controller.quorum.election.timeout.ms", "controller.quorum.fetch.timeout.ms",
+                    "controller.quorum.request.timeout.ms", "controller.quorum.election.backoff.max.ms"):
+            if self.get_int(key) < 1:
+                raise ConfigError(f"{key} must be at least 1, got {self.get(key)}")
 
     # Typed views -------------------------------------------------------------------------
 
@@ -250,8 +314,30 @@ class BrokerConfig:
         return parse_listeners(self.get("listeners"))
 
     def client_listeners(self) -> list[Listener]:
-        controller_names = {n.strip().upper() for n in self.get("controller.listener.names").split(",")}
+        controller_names = self._controller_listener_names()
         return [lst for lst in self.listeners() if lst.name not in controller_names]
+
+    def controller_listeners(self) -> list[Listener]:
+        """Listeners this node serves the metadata quorum on (voters only)."""
+        controller_names = self._controller_listener_names()
+        return [lst for lst in self.listeners() if lst.name in controller_names]
+
+    def _controller_listener_names(self) -> set[str]:
+        return {n.strip().upper() for n in self.get("controller.listener.names").split(",") if n.strip()}
+
+    @property
+    def process_roles(self) -> set[str]:
+        return {r.strip().lower() for r in self.get("process.roles").split(",") if r.strip()}
+
+    def quorum_voters(self) -> list[Voter]:
+        """``controller.quorum.voters``; empty means single-node mode (a local controller)."""
+        return parse_voters(self.get("controller.quorum.voters"))
+
+    @property
+    def metadata_log_dir(self) -> Path:
+        """Where ``__cluster_metadata-0`` lives: ``metadata.log.dir``, else the first log dir."""
+        configured = self.get("metadata.log.dir")
+        return Path(configured) if configured else self.log_dirs[0]
 
     def advertised_listeners(self) -> list[Listener]:
         advertised = parse_listeners(self.get("advertised.listeners"))

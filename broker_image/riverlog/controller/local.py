@@ -14,6 +14,8 @@ replication tests, while the brokers still replicate data to each other over TCP
 from __future__ import annotations
 
 import asyncio
+import base64
+import hashlib
 import json
 import logging
 import os
@@ -35,8 +37,9 @@ log = logging.getLogger(__name__)
 PRODUCER_ID_BLOCK = 1000
 
 
-def read_or_create_cluster_id(log_dir: Path, node_id: int, configured: str) -> str:
-    """Kafka's ``meta.properties``: the cluster id is fixed at first start and checked after."""
+def read_or_create_cluster_id(log_dir: Path, node_id: int, configured: str, default_id: str = "") -> str:
+    """Kafka's ``meta.properties``: the cluster id is fixed at first start and checked after.
+    Without a configured one, ``default_id`` (if given) or a random id is used at first start."""
     meta = log_dir / "meta.properties"
     if meta.exists():
         props = dict(
@@ -49,12 +52,21 @@ def read_or_create_cluster_id(log_dir: Path, node_id: int, configured: str) -> s
                 "use the original id or a fresh log directory"
             )
         return existing or configured
-    cluster_id = configured or uuid.uuid4().hex[:22]
+    cluster_id = configured or default_id or uuid.uuid4().hex[:22]
     log_dir.mkdir(parents=True, exist_ok=True)
     tmp = meta.with_suffix(".tmp")
     tmp.write_text(f"version=1\ncluster.id={cluster_id}\nnode.id={node_id}\n")
     os.replace(tmp, meta)
     return cluster_id
+
+
+def cluster_id_for_voters(voters_spec: str) -> str:
+    """The cluster id of a quorum whose nodes set no ``cluster.id``: derived from
+    ``controller.quorum.voters``, so nodes configured alike agree without Kafka's separate
+    ``kafka-storage format -t <id>`` step (a configured ``cluster.id`` still wins)."""
+    normalized = ",".join(sorted(p.strip() for p in voters_spec.split(",") if p.strip()))
+    digest = hashlib.sha256(normalized.encode()).digest()[:16]
+    return base64.urlsafe_b64encode(digest).decode().rstrip("=")
 
 
 class LocalController:

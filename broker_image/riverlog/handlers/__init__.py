@@ -28,6 +28,14 @@ from .list_offsets import handle_list_offsets
 from .metadata import handle_describe_topic_partitions, handle_metadata
 from .produce import handle_produce
 from .producer_ids import handle_init_producer_id
+from .quorum import (
+    handle_begin_quorum_epoch,
+    handle_controller_call,
+    handle_describe_quorum,
+    handle_end_quorum_epoch,
+    handle_fetch_snapshot,
+    handle_vote,
+)
 from .reassignments import handle_alter_partition_reassignments, handle_list_partition_reassignments
 from .records_admin import handle_delete_records, handle_offset_for_leader_epoch
 from .topics import handle_create_partitions, handle_create_topics, handle_delete_topics
@@ -69,6 +77,13 @@ HANDLERS: dict[ApiKey, BrokerHandler] = {
     ApiKey.OFFSET_COMMIT: handle_offset_commit,
     ApiKey.OFFSET_FETCH: handle_offset_fetch,
     ApiKey.OFFSET_DELETE: handle_offset_delete,
+    # The metadata quorum (Fetch on __cluster_metadata goes through handle_fetch too).
+    ApiKey.VOTE: handle_vote,
+    ApiKey.BEGIN_QUORUM_EPOCH: handle_begin_quorum_epoch,
+    ApiKey.END_QUORUM_EPOCH: handle_end_quorum_epoch,
+    ApiKey.FETCH_SNAPSHOT: handle_fetch_snapshot,
+    ApiKey.DESCRIBE_QUORUM: handle_describe_quorum,
+    ApiKey.RIVERLOG_CONTROLLER_CALL: handle_controller_call,
 }
 
 

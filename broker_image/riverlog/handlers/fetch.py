@@ -17,9 +17,11 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from ..cluster.partition import Partition
+from ..protocol.api_keys import ApiKey
 from ..protocol.errors import ErrorCode, KafkaError
 from ..server.dispatch import RequestContext
 from .common import Body, now_ms, resolve_topic, unknown_topic_code
+from .quorum import handle_raft_request, is_metadata_fetch
 
 if TYPE_CHECKING:
     from ..broker import Broker
@@ -38,7 +40,10 @@ def _partition_error(index: int, code: ErrorCode, p: Partition | None = None) ->
     }
 
 
-async def handle_fetch(broker: Broker, ctx: RequestContext, req: Body) -> Body:
+async def handle_fetch(broker: Broker, ctx: RequestContext, req: Body) -> Body | None:
+    if is_metadata_fetch(req):
+        # A voter or observer of the metadata quorum replicating __cluster_metadata.
+        return await handle_raft_request(ApiKey.FETCH, broker, ctx, req)
     if req.get("session_id", 0) != 0:
         # We never hand out sessions, so any id a client sends is unknown to us.
         return {"throttle_time_ms": 0, "error_code": ErrorCode.FETCH_SESSION_ID_NOT_FOUND,

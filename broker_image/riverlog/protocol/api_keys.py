@@ -78,3 +78,10 @@ class ApiKey(IntEnum):
     ASSIGN_REPLICAS_TO_DIRS = 73
     LIST_CLIENT_METRICS_RESOURCES = 74
     DESCRIBE_TOPIC_PARTITIONS = 75
+    # Riverlog's own, between its nodes only (never advertised to clients): a broker's call to
+    # the active controller, see protocol/messages/controller_call.py.
+    RIVERLOG_CONTROLLER_CALL = 10000
+
+
+# Keys from here up are Riverlog-internal: ApiVersions does not list them.
+PRIVATE_API_KEY_BASE = 10000

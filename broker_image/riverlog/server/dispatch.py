@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..metrics import Metrics
-from ..protocol.api_keys import ApiKey
+from ..protocol.api_keys import PRIVATE_API_KEY_BASE, ApiKey
 from ..protocol.errors import ErrorCode
 from ..protocol.header import (
     RequestHeader,
@@ -63,6 +63,7 @@ class Dispatcher:
             "api_keys": [
                 {"api_key": a.key, "min_version": a.min_version, "max_version": a.max_version}
                 for a in sorted(apis.values(), key=lambda a: a.key)
+                if a.key < PRIVATE_API_KEY_BASE  # Riverlog's node-to-node calls stay unlisted
             ],
         }
 

@@ -34,7 +34,8 @@ from .storage import QuorumStorage
 log = logging.getLogger(__name__)
 
 # apply(entries, restore): when ``restore`` is set, reset the state machine to ``restore.data``
-# first; then apply ``entries`` in order (control entries are already filtered out).
+# first; then apply ``entries`` in order (control entries are already filtered out). Called for
+# every Ready that commits anything, so ``entries`` may be empty.
 ApplyFn = Callable[[list[Entry], Snapshot | None], None]
 
 
@@ -208,7 +209,9 @@ class RaftDriver:
             except Exception:  # a lost message is fine, the core retries
                 log.warning("raft node %d could not send %r", self.node_id, msg, exc_info=True)
         entries = [e for e in ready.committed if not e.control]
-        if ready.restore is not None or entries:
+        if ready.restore is not None or ready.committed:
+            # Also for control entries alone: the state machine may track how far the log is
+            # applied (``node.applied_offset``), e.g. a new leader waiting for its epoch's start.
             self._apply(entries, ready.restore)
         for entry in ready.committed:
             pending = self._pending.pop(entry.offset, None)

@@ -249,6 +249,10 @@ class RaftNode:
         """Leader only: fetch offsets of the replicas (voters and observers) in this epoch."""
         return {rid: p.end_offset for rid, p in self._progress.items()}
 
+    def replica_last_fetch_ms(self) -> dict[int, int]:
+        """Leader only: when each replica last fetched (this node's clock, see ``now_ms``)."""
+        return {rid: p.last_fetch_ms for rid, p in self._progress.items() if p.fetched}
+
     # Inputs ------------------------------------------------------------------------------
 
     def tick(self, now_ms: int) -> None:

@@ -53,6 +53,7 @@ MODULES = (
     "broker_registration",
     "broker_heartbeat",
     "allocate_producer_ids",
+    "controller_call",
 )
 
 

@@ -1,0 +1,413 @@
+"""The quorum controller: ``ControllerApi`` on a node of a Raft metadata quorum (KRaft-style).
+
+Every node keeps a replica of the metadata log (``__cluster_metadata-0``) through its
+:class:`RaftDriver`: voters take part in elections, other brokers follow as observers. Committed
+entries (one JSON batch of records each, see ``codec.py``) are applied to this node's
+``MetadataImage``, which the broker serves Metadata from and its replica manager follows.
+
+Decisions are made only by the *active controller*: the Raft leader, once it has applied
+everything committed before its epoch (a new leader must not decide from a stale image). It runs
+the same code as the single-node ``LocalController`` (which this class extends); only
+``commit`` differs: records are proposed to the quorum and the call returns once they are
+committed and applied here. On any other node, a ``ControllerApi`` call is forwarded to the
+active controller over the CONTROLLER listener (``messages/controller_call.py``) and returns once
+this node's own image has applied the result, so a caller may read ``image`` right after, as with
+the local controller. Calls made while there is no active controller (an election, usually a
+second or two) wait and retry up to ``CALL_TIMEOUT_S``.
+
+The active controller also fences brokers whose heartbeats stop (``broker.session.timeout.ms``);
+a newly elected one first gives every live broker a fresh session, as Kafka's does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, TypeVar
+
+from ...client.connection import BrokerConnection
+from ...config import BrokerConfig
+from ...protocol.api_keys import ApiKey
+from ...protocol.errors import ErrorCode, KafkaError
+from ..api import HeartbeatResult
+from ..image import MetadataImage
+from ..leader_balance import LeaderBalanceSettings
+from ..local import LocalController
+from ..partition_ops import AlterPartitionOutcome, AlterPartitionRequest, ElectionOutcome
+from ..raft import Entry, NotLeaderError, RaftConfig, Snapshot
+from ..reassignment import ReassignmentItem, ReassignmentResult
+from ..records import Endpoint, Record
+from ..topic_ops import NewTopic, Outcome
+from . import codec
+from .driver import LeadershipLostError, RaftDriver
+from .storage import QuorumStorage
+from .transport import Address, RaftTransport
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+CALL_TIMEOUT_S = 15.0  # how long a controller call waits for an active controller
+RETRY_BACKOFF_S = 0.05
+CATCH_UP_TIMEOUT_S = 5.0
+RESIGN_GRACE_S = 0.2  # waiting for this node's image to include a forwarded call's records
+
+# The ControllerApi methods a broker may call on the active controller.
+FORWARDABLE = frozenset({
+    "register_broker", "heartbeat", "fence_broker", "alter_partition", "elect_leaders", "create_topics",
+    "delete_topics", "create_partitions", "alter_topic_configs", "allocate_producer_id",
+    "alter_partition_reassignments",
+})
+
+
+class ControllerUnavailableError(KafkaError):
+    code = ErrorCode.NOT_CONTROLLER
+
+
+def raft_config(config: BrokerConfig) -> RaftConfig:
+    request_timeout = config.get_int("controller.quorum.request.timeout.ms")
+    fetch_timeout = config.get_int("controller.quorum.fetch.timeout.ms")
+    return RaftConfig(
+        election_timeout_ms=config.get_int("controller.quorum.election.timeout.ms"),
+        fetch_timeout_ms=fetch_timeout,
+        # Long polls end well before a request would be re-sent (RaftConfig checks it).
+        fetch_max_wait_ms=max(1, min(500, request_timeout // 2, fetch_timeout // 2)),
+        request_timeout_ms=request_timeout,
+        check_quorum_timeout_ms=fetch_timeout * 3 // 2,
+        resign_backoff_ms=config.get_int("controller.quorum.election.backoff.max.ms"),
+    )
+
+
+class QuorumController(LocalController):
+    def __init__(self, config: BrokerConfig, cluster_id: str) -> None:
+        metadata_dir = QuorumStorage.in_log_dir(config.metadata_log_dir.resolve()).directory
+        super().__init__(metadata_dir, config.node_id, cluster_id,
+                         unclean_leader_election=config.get_bool("unclean.leader.election.enable"))
+        voters = config.quorum_voters()
+        self.voter_ids = frozenset(v.node_id for v in voters)
+        self.session_timeout_ms = config.get_int("broker.session.timeout.ms")
+        self.leader_balance = LeaderBalanceSettings.from_broker(config)
+        rc = raft_config(config)
+        self.transport = RaftTransport(
+            config.node_id, cluster_id, {v.node_id: Address(v.host, v.port) for v in voters},
+            request_timeout_s=rc.request_timeout_ms / 1000, fetch_wait_s=rc.fetch_max_wait_ms / 1000)
+        self.driver = RaftDriver(config.node_id, self.voter_ids, QuorumStorage(metadata_dir), self.transport,
+                                 self._apply_entries, rc)
+        self.transport.driver = self.driver
+        self.applied_offset = 0  # metadata log offset below which everything is in ``image``
+        self._applied = asyncio.Event()
+        self._active_epoch: int | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._calls: dict[int, BrokerConnection] = {}  # leader id -> connection for forwarded calls
+
+    # Life cycle ----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        await self.driver.start()
+        loop = asyncio.get_running_loop()
+        self._tasks.append(loop.create_task(self._active_loop(), name="controller-active"))
+        self._tasks.append(loop.create_task(self._balance_loop(), name="controller-leader-balance"))
+
+    async def stop(self) -> None:
+        """Leave the quorum: a leader resigns first (EndQuorumEpoch), so the other voters elect a
+        successor at once instead of after a fetch timeout."""
+        await self._cancel_tasks()
+        if self.driver.running and self.driver.is_leader and self.driver.resign():
+            await asyncio.sleep(RESIGN_GRACE_S)  # the driver loop sends EndQuorumEpoch meanwhile
+        await self.halt()
+
+    async def halt(self) -> None:
+        """Stop without a word to the others (what kill -9 does to the quorum)."""
+        await self._cancel_tasks()
+        await self.transport.close()
+        for conn in self._calls.values():
+            with contextlib.suppress(Exception):
+                await conn.close()
+        await self.driver.stop()
+
+    async def _cancel_tasks(self) -> None:
+        tasks, self._tasks = self._tasks, []
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    def replay(self) -> None:
+        """Nothing to replay from a file: the driver applies the committed log as it learns it."""
+
+    async def wait_caught_up(self, timeout: float) -> bool:
+        """Wait until this node has applied the metadata log as far as the leader had committed it
+        at a fetch answered after this call: a starting broker must not serve, or register, from
+        a stale image. True when caught up, False on timeout (the caller goes on, logging why)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        seen = self.transport.fetch_responses
+        while loop.time() < deadline:
+            if self.is_active:
+                return True
+            hw = self.transport.last_fetch_high_watermark
+            if self.transport.fetch_responses > seen + 1 and hw is not None and self.applied_offset >= hw:
+                return True
+            await asyncio.sleep(0.02)
+        return False
+
+    # Applying the log ----------------------------------------------------------------------
+
+    def _apply_entries(self, entries: list[Entry], restore: Snapshot | None) -> None:
+        image = self.image
+        if restore is not None:
+            image = MetadataImage(cluster_id=image.cluster_id).apply(codec.decode_records(restore.data))
+        records: list[Record] = []
+        for entry in entries:
+            records.extend(codec.decode_records(entry.data))
+        if records or restore is not None:
+            self._set_image(image.apply(records))
+        self.applied_offset = self.driver.node.applied_offset
+        self._applied.set()
+        self._applied = asyncio.Event()
+
+    async def wait_applied(self, offset: int, timeout: float) -> bool:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while self.applied_offset < offset:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return False
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._applied.wait(), remaining)
+        return True
+
+    async def commit(self, records: Sequence[Record]) -> None:
+        if records:
+            await self.driver.propose(codec.encode_records(records))
+
+    # Who decides ---------------------------------------------------------------------------
+
+    @property
+    def is_active(self) -> bool:
+        """The Raft leader with everything before its epoch applied: only it may decide."""
+        driver = self.driver
+        if not driver.running or not driver.is_leader:
+            return False
+        start = driver.node.epoch_start_offset
+        return start is not None and self.applied_offset > start
+
+    @property
+    def controller_id(self) -> int:
+        """The active controller if it is a live broker (clients may send it controller
+        requests), else the lowest live broker, as Kafka brokers in KRaft mode answer."""
+        leader = self.driver.leader_id if self.driver.running else None
+        live = self.image.live_broker_ids()
+        if leader is not None and (leader in live or not live):
+            return leader
+        return min(live) if live else self.node_id
+
+    async def _balance_loop(self) -> None:
+        """Automatic leader rebalance (``auto.leader.rebalance.enable``), run by the active
+        controller only."""
+        settings = self.leader_balance
+        if not settings.enabled:
+            return
+        while True:
+            await asyncio.sleep(settings.interval_s)
+            if not self.is_active:
+                continue
+            try:
+                await self.balance_leaders(settings.imbalance_percentage)
+            except (NotLeaderError, LeadershipLostError):
+                pass
+            except Exception:
+                log.exception("automatic leader rebalance failed; retrying in %gs", settings.interval_s)
+
+    async def _active_loop(self) -> None:
+        """While active: fence brokers whose sessions expired. On becoming active: fresh sessions
+        for every live broker (their heartbeats went to the previous controller), new producer id
+        blocks (the previous controller's may be partly handed out)."""
+        loop = asyncio.get_running_loop()
+        interval = max(0.05, self.session_timeout_ms / 6000)
+        while True:
+            await asyncio.sleep(interval)
+            if not self.is_active:
+                self._active_epoch = None
+                continue
+            epoch = self.driver.epoch
+            if self._active_epoch != epoch:
+                self._active_epoch = epoch
+                now = loop.time()
+                self.last_heartbeat = {b: now for b in self.image.brokers}
+                self._next_pid = self._pid_block_end = 0
+                log.info("node %d is the active controller (epoch %d)", self.node_id, epoch)
+                continue
+            try:
+                await self.fence_expired(self.session_timeout_ms)
+            except (NotLeaderError, LeadershipLostError, ControllerUnavailableError):
+                pass
+            except Exception:
+                log.exception("fencing expired brokers failed")
+
+    async def _route(self, method: str, local: Callable[[], Awaitable[T]], arguments: Sequence[Any],
+                     options: Mapping[str, Any]) -> T:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + CALL_TIMEOUT_S
+        reason = "no controller elected yet"
+        while True:
+            if self.is_active:
+                try:
+                    return await local()
+                except (NotLeaderError, LeadershipLostError) as exc:
+                    reason = f"leadership moved during the call: {exc}"
+            else:
+                leader = self.driver.leader_id if self.driver.running else None
+                if leader is not None and leader != self.node_id and leader in self.transport.voters:
+                    try:
+                        result: T = await self._forward(leader, method, arguments, options)
+                        return result
+                    except ControllerUnavailableError as exc:
+                        reason = str(exc)
+                    except Exception as exc:  # connection errors: the leader may be gone
+                        reason = f"controller {leader} unreachable: {exc}"
+                        await self._drop_call_connection(leader)
+            if loop.time() >= deadline:
+                raise ControllerUnavailableError(
+                    f"{method}: no active controller within {CALL_TIMEOUT_S:g}s ({reason})")
+            await asyncio.sleep(RETRY_BACKOFF_S)
+
+    async def _forward(self, leader: int, method: str, arguments: Sequence[Any], options: Mapping[str, Any]) -> Any:
+        conn = self._calls.get(leader)
+        if conn is None or conn.closed:
+            address = self.transport.voters[leader]
+            conn = await BrokerConnection.connect(
+                address.host, address.port, client_id=f"controller-call-{self.node_id}",
+                connect_timeout=2.0, request_timeout=CALL_TIMEOUT_S, negotiate=False)
+            self._calls[leader] = conn
+        body = {"cluster_id": self.image.cluster_id, "caller_id": self.node_id, "method": method,
+                "arguments": codec.to_wire({"args": tuple(arguments), "kwargs": dict(options)})}
+        response = await conn.request(ApiKey.RIVERLOG_CONTROLLER_CALL, body, 0, timeout=CALL_TIMEOUT_S)
+        error = ErrorCode(response["error_code"])
+        if error == ErrorCode.NOT_CONTROLLER:
+            raise ControllerUnavailableError(response.get("error_message") or f"node {leader} is not the controller")
+        if error != ErrorCode.NONE:
+            raise KafkaError(response.get("error_message") or error.name, error)
+        if not await self.wait_applied(response["metadata_offset"], CATCH_UP_TIMEOUT_S):
+            log.warning("node %d: metadata still behind offset %d after %s; going on", self.node_id,
+                        response["metadata_offset"], method)
+        return codec.from_wire(response["result"])
+
+    async def _drop_call_connection(self, leader: int) -> None:
+        conn = self._calls.pop(leader, None)
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                await conn.close()
+
+    async def serve_call(self, caller: int, cluster_id: str, method: str, arguments: str) -> dict[str, Any]:
+        """The active controller's side of a forwarded call (the RiverlogControllerCall handler)."""
+        leader = self.driver.leader_id if self.driver.running else None
+        if cluster_id != self.image.cluster_id:
+            return {"error_code": ErrorCode.INCONSISTENT_CLUSTER_ID,
+                    "error_message": f"this is cluster {self.image.cluster_id}, not {cluster_id}"}
+        if method not in FORWARDABLE:
+            return {"error_code": ErrorCode.INVALID_REQUEST, "error_message": f"unknown controller method {method}"}
+        if not self.is_active:
+            return {"error_code": ErrorCode.NOT_CONTROLLER, "leader_id": -1 if leader is None else leader,
+                    "error_message": f"node {self.node_id} is not the active controller"}
+        decoded = codec.from_wire(arguments)
+        call = getattr(super(), method)
+        try:
+            result = await call(*decoded["args"], **decoded["kwargs"])
+        except (NotLeaderError, LeadershipLostError) as exc:
+            return {"error_code": ErrorCode.NOT_CONTROLLER, "error_message": f"leadership moved: {exc}"}
+        return {"error_code": ErrorCode.NONE, "leader_id": self.node_id, "result": codec.to_wire(result),
+                "metadata_offset": self.applied_offset}
+
+    # ControllerApi: every write goes through the active controller ---------------------------
+
+    async def register_broker(
+        self, broker_id: int, incarnation_id: str, endpoints: Sequence[Endpoint], rack: str | None
+    ) -> int:
+        args = (broker_id, incarnation_id, tuple(endpoints), rack)
+        return await self._route("register_broker", lambda: super(QuorumController, self).register_broker(*args),
+                                 args, {})
+
+    async def heartbeat(
+        self, broker_id: int, broker_epoch: int, *, want_fence: bool = False, want_shutdown: bool = False
+    ) -> HeartbeatResult:
+        opts = {"want_fence": want_fence, "want_shutdown": want_shutdown}
+        return await self._route(
+            "heartbeat", lambda: super(QuorumController, self).heartbeat(broker_id, broker_epoch, **opts),
+            (broker_id, broker_epoch), opts)
+
+    async def fence_broker(self, broker_id: int) -> None:
+        await self._route("fence_broker", lambda: super(QuorumController, self).fence_broker(broker_id),
+                          (broker_id,), {})
+
+    async def alter_partition(
+        self, broker_id: int, broker_epoch: int, requests: Sequence[AlterPartitionRequest]
+    ) -> AlterPartitionOutcome:
+        args = (broker_id, broker_epoch, list(requests))
+        return await self._route("alter_partition", lambda: super(QuorumController, self).alter_partition(*args),
+                                 args, {})
+
+    async def elect_leaders(self, items: Sequence[tuple[str, int]], election_type: int) -> list[ElectionOutcome]:
+        pairs = [(topic, partition) for topic, partition in items]
+        return await self._route(
+            "elect_leaders", lambda: super(QuorumController, self).elect_leaders(pairs, election_type),
+            (pairs, election_type), {})
+
+    async def create_topics(
+        self, requests: Sequence[NewTopic], *, validate_only: bool, default_partitions: int,
+        default_replication: int,
+    ) -> list[Outcome]:
+        opts = {"validate_only": validate_only, "default_partitions": default_partitions,
+                "default_replication": default_replication}
+        return await self._route(
+            "create_topics", lambda: super(QuorumController, self).create_topics(
+                requests, validate_only=validate_only, default_partitions=default_partitions,
+                default_replication=default_replication),
+            (list(requests),), opts)
+
+    async def delete_topics(self, items: Sequence[tuple[str | None, uuid.UUID | None]]) -> list[Outcome]:
+        pairs = [(name, topic_id) for name, topic_id in items]
+        return await self._route("delete_topics", lambda: super(QuorumController, self).delete_topics(pairs),
+                                 (pairs,), {})
+
+    async def create_partitions(
+        self, items: Sequence[tuple[str, int, Sequence[Sequence[int]] | None]], *, validate_only: bool
+    ) -> list[Outcome]:
+        triples = [(name, count, assignments) for name, count, assignments in items]
+        return await self._route(
+            "create_partitions",
+            lambda: super(QuorumController, self).create_partitions(triples, validate_only=validate_only),
+            (triples,), {"validate_only": validate_only})
+
+    async def alter_topic_configs(
+        self, name: str, values: Mapping[str, str | None], *, replace_all: bool, validate_only: bool
+    ) -> Outcome:
+        opts = {"replace_all": replace_all, "validate_only": validate_only}
+        return await self._route(
+            "alter_topic_configs",
+            lambda: super(QuorumController, self).alter_topic_configs(name, dict(values), **opts),
+            (name, dict(values)), opts)
+
+    async def alter_partition_reassignments(
+        self, items: Sequence[ReassignmentItem], *, allow_replication_factor_change: bool = True
+    ) -> list[ReassignmentResult]:
+        triples = [(topic, partition, None if replicas is None else list(replicas))
+                   for topic, partition, replicas in items]
+        opts = {"allow_replication_factor_change": allow_replication_factor_change}
+        return await self._route(
+            "alter_partition_reassignments",
+            lambda: super(QuorumController, self).alter_partition_reassignments(
+                triples, allow_replication_factor_change=allow_replication_factor_change),
+            (triples,), opts)
+
+    async def allocate_producer_id(self, broker_id: int) -> int:
+        return await self._route(
+            "allocate_producer_id", lambda: super(QuorumController, self).allocate_producer_id(broker_id),
+            (broker_id,), {})
+
+
+__all__ = ["ControllerUnavailableError", "QuorumController", "raft_config"]

@@ -1,0 +1,136 @@
+"""The Raft metadata quorum between real brokers in one process (each its own quorum replica,
+real TCP on loopback): election of one active controller, topic creation from any broker,
+controller failover, observers (brokers that do not vote) and a full restart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from riverlog.controller.topic_ops import NewTopic
+from riverlog.protocol.errors import ErrorCode
+from support.quorum_cluster import QuorumCluster
+
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(240)]
+
+
+def run(tmp_path: Path, scenario: Callable[[QuorumCluster], Awaitable[None]], size: int = 3,
+        voters: int | None = None) -> None:
+    async def main() -> None:
+        cluster = QuorumCluster(tmp_path, size, voters=voters)
+        await cluster.start()
+        try:
+            await scenario(cluster)
+        finally:
+            await cluster.stop()
+
+    asyncio.run(main())
+
+
+async def create_topic(cluster: QuorumCluster, via: int, name: str, partitions: int = 3, rf: int = 3) -> None:
+    (outcome,) = await cluster.brokers[via].controller.create_topics(
+        [NewTopic(name, partitions, rf, configs={"min.insync.replicas": "2"})],
+        validate_only=False, default_partitions=1, default_replication=3)
+    assert outcome.error == ErrorCode.NONE, outcome.message
+    # The call returns once the calling broker's own image has the topic.
+    assert name in cluster.brokers[via].controller.image.topics
+    await cluster.wait_until(lambda: all(name in img.topics for img in cluster.images().values()),
+                             what=f"{name} in every broker's image")
+
+
+def produce_and_read(bootstrap: str, topic: str, count: int) -> list[bytes]:
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True})
+    for i in range(count):
+        producer.produce(topic, key=b"%d" % i, value=b"v%d" % i, partition=i % 3)
+    assert producer.flush(30) == 0
+    return read_all(bootstrap, topic, count)
+
+
+def read_all(bootstrap: str, topic: str, count: int) -> list[bytes]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "q", "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(3)])
+    seen: list[bytes] = []
+    deadline = time.monotonic() + 30
+    while len(seen) < count and time.monotonic() < deadline:
+        msg = consumer.poll(0.2)
+        if msg is not None and msg.error() is None:
+            seen.append(msg.value())
+    consumer.close()
+    return seen
+
+
+def test_one_active_controller_and_topics_from_any_broker(tmp_path: Path) -> None:
+    async def scenario(cluster: QuorumCluster) -> None:
+        await cluster.wait_until(lambda: cluster.active_controller() is not None, what="an active controller")
+        active = cluster.active_controller()
+        # Every broker learns the same controller, and every broker is registered and unfenced.
+        await cluster.wait_until(lambda: {b.controller.controller_id for b in cluster.brokers.values()} == {active},
+                                 what="every broker naming the active controller")
+        await cluster.wait_until(lambda: all(img.live_broker_ids() == {1, 2, 3} for img in cluster.images().values()),
+                                 what="three live brokers in every image")
+        followers = [n for n in cluster.brokers if n != active]
+        await create_topic(cluster, followers[0], "from-follower")  # forwarded to the controller
+        await create_topic(cluster, active, "from-controller")
+        seen = await asyncio.to_thread(produce_and_read, cluster.bootstrap, "from-follower", 300)
+        assert sorted(seen) == sorted(b"v%d" % i for i in range(300))
+
+    run(tmp_path, scenario)
+
+
+def test_controller_crash_elects_another_and_topic_creation_goes_on(tmp_path: Path) -> None:
+    async def scenario(cluster: QuorumCluster) -> None:
+        await cluster.wait_until(lambda: cluster.active_controller() is not None, what="an active controller")
+        first = cluster.active_controller()
+        assert first is not None
+        await create_topic(cluster, first, "before")
+        await cluster.crash(first)
+        await cluster.wait_until(lambda: cluster.active_controller() not in (None, first), timeout=30,
+                                 what="a new active controller")
+        # The crashed broker is fenced by the new controller (its session expired).
+        await cluster.wait_until(
+            lambda: all(first not in img.live_broker_ids() for img in cluster.images().values()),
+            what="the crashed broker fenced")
+        survivor = next(iter(cluster.brokers))
+        await create_topic(cluster, survivor, "after", rf=2)  # two brokers are left
+        # The crashed node comes back, catches up on the log it missed, and is unfenced.
+        await cluster.start_broker(first)
+        await cluster.wait_until(lambda: "after" in cluster.brokers[first].controller.image.topics,
+                                 what="the restarted node applying what it missed")
+        await cluster.wait_until(lambda: first in cluster.brokers[first].controller.image.live_broker_ids(),
+                                 what="the restarted node unfenced")
+
+    run(tmp_path, scenario)
+
+
+def test_observer_broker_follows_the_log_and_forwards_calls(tmp_path: Path) -> None:
+    async def scenario(cluster: QuorumCluster) -> None:
+        observer = cluster.brokers[4]
+        assert observer.quorum is not None and 4 not in observer.quorum.voter_ids
+        await create_topic(cluster, 4, "from-observer")
+        await cluster.wait_until(lambda: 4 in observer.controller.image.live_broker_ids(),
+                                 what="the observer registered and unfenced")
+
+    run(tmp_path, scenario, size=4, voters=3)
+
+
+def test_full_restart_keeps_topics_configs_and_data(tmp_path: Path) -> None:
+    async def scenario(cluster: QuorumCluster) -> None:
+        await create_topic(cluster, 1, "durable")
+        (outcome,) = [await cluster.brokers[2].controller.alter_topic_configs(
+            "durable", {"retention.ms": "123456"}, replace_all=False, validate_only=False)]
+        assert outcome.error == ErrorCode.NONE
+        seen = await asyncio.to_thread(produce_and_read, cluster.bootstrap, "durable", 90)
+        assert len(seen) == 90
+        await cluster.stop()
+        await cluster.start()
+        for img in cluster.images().values():
+            assert img.topic_configs("durable").get("retention.ms") == "123456"
+        seen = await asyncio.to_thread(read_all, cluster.bootstrap, "durable", 90)
+        assert sorted(seen) == sorted(b"v%d" % i for i in range(90))
+
+    run(tmp_path, scenario)
