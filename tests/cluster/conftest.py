@@ -1,0 +1,51 @@
+"""Fixtures of the cluster tier: clusters of broker processes (``support/process_cluster.py``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Iterator, Mapping
+from pathlib import Path
+
+import pytest
+from support.brokers import kafka_dist
+from support.process_cluster import ProcessCluster
+
+_CLUSTERS_KEY = pytest.StashKey[list[ProcessCluster]]()
+
+ClusterFactory = Callable[..., ProcessCluster]
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    # A failed cluster test needs every node's last words next to the assertion.
+    report = yield
+    if report.failed:
+        for cluster in item.stash.get(_CLUSTERS_KEY, []):
+            for node in cluster.nodes:
+                report.sections.append((f"log of node {node.node_id} ({cluster.target})", node.log_tail(150)))
+    return report
+
+
+@pytest.fixture
+def process_cluster_factory(
+    request: pytest.FixtureRequest, tmp_path: Path, broker_target: str
+) -> Iterator[ClusterFactory]:
+    """``make(size=3, overrides={...}, netns=True, start=True)``: a cluster of broker processes
+    under the test's tmp_path, torn down (processes and namespaces) when the test ends."""
+    created: list[ProcessCluster] = []
+    request.node.stash[_CLUSTERS_KEY] = created
+
+    def make(size: int = 3, *, overrides: Mapping[str, object] | None = None, netns: bool = True,
+             start: bool = True) -> ProcessCluster:
+        libs = Path(kafka_dist.install()) if broker_target == "kafka" else None
+        cluster = ProcessCluster(tmp_path / f"cluster{len(created)}", size, target=broker_target,
+                                 overrides=overrides, netns=netns, kafka_libs=libs)
+        created.append(cluster)
+        if start:
+            cluster.start()
+        return cluster
+
+    yield make
+    for cluster in created:
+        cluster.close()

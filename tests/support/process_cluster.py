@@ -1,0 +1,709 @@
+"""A cluster of broker processes in KRaft combined mode, each node in its own network namespace.
+
+Every node runs ``process.roles=broker,controller`` and all nodes are quorum voters, configured
+with Kafka's property names, so the same files drive Apache Kafka (``RIVERLOG_TEST_TARGET=kafka``)
+and Riverlog. Use::
+
+    with ProcessCluster(tmp_path, size=3) as cluster:     # started and ready
+        cluster.node(2).kill()                             # SIGKILL
+        cluster.node(2).start()                            # same address and data, waits until ready
+        cluster.isolate(3); cluster.heal(3)                # network faults (namespaces)
+
+Nodes are numbered 1..size (their ``node.id``). With ``netns=True`` (needs root) node n listens
+on its namespace's address, ports 9092 (clients) and 9093 (controller), and the test process
+reaches it over the namespaces' bridge; with ``netns=False`` all nodes share 127.0.0.1 with free
+ports and network faults are unavailable.
+
+What Riverlog must provide for this harness (see :func:`riverlog_command`): the broker reads a
+server.properties file (``--config``) with the properties of :meth:`ProcessCluster.properties`,
+answers ApiVersions on its PLAINTEXT listener once it serves clients, lists every unfenced broker
+in DescribeCluster, answers DescribeQuorum (forwarded to the active controller as Kafka does)
+with the quorum leader, and treats SIGTERM as a controlled shutdown.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import re
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+import weakref
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any, TypeVar
+
+from riverlog.protocol.record_batch import Record, iter_records
+
+from support.brokers import BROKER_IMAGE, RIVERLOG_ONLY_KEYS, free_port, kafka_dist, selected_target
+from support.netns import NetworkNamespaces
+
+CLIENT_PORT = 9092
+CONTROLLER_PORT = 9093
+METRICS_PORT = 9404
+KAFKA_HEAP = "512m"
+DEFAULT_READY_TIMEOUT = 120.0
+STOP_TIMEOUT = 30.0
+ADMIN_TIMEOUT = 5.0
+
+# Quick failure detection and a replicated cluster's internal topics. Kafka's names; Riverlog
+# reads the same ones. Every value is an ordinary production knob, only smaller.
+CLUSTER_DEFAULTS: dict[str, str] = {
+    # A silent broker is fenced (and its leaderships moved) after the session timeout.
+    "broker.session.timeout.ms": "3000",
+    "broker.heartbeat.interval.ms": "500",
+    # A silent quorum leader is replaced within about fetch timeout + election timeout.
+    "controller.quorum.election.timeout.ms": "1000",
+    "controller.quorum.fetch.timeout.ms": "2000",
+    "controller.quorum.election.backoff.max.ms": "500",
+    "controller.quorum.request.timeout.ms": "2000",
+    # Requests to a dead or frozen controller/leader give up quickly so they go to the new one.
+    "controller.socket.timeout.ms": "5000",
+    "replica.socket.timeout.ms": "5000",
+    "replica.lag.time.max.ms": "5000",
+    "replica.fetch.backoff.ms": "200",
+    "default.replication.factor": "3",
+    "min.insync.replicas": "2",
+    "num.partitions": "1",
+    "auto.create.topics.enable": "false",
+    "unclean.leader.election.enable": "false",
+    "offsets.topic.replication.factor": "3",
+    "offsets.topic.num.partitions": "3",
+    "transaction.state.log.replication.factor": "3",
+    "transaction.state.log.min.isr": "2",
+    "transaction.state.log.num.partitions": "3",
+    "share.coordinator.state.topic.replication.factor": "3",
+    "share.coordinator.state.topic.min.isr": "2",
+    "group.initial.rebalance.delay.ms": "0",
+}
+
+
+class ClusterError(RuntimeError):
+    """A node did not start or the cluster did not become ready; the message has log tails."""
+
+
+class NodeExited(ClusterError):
+    """A node that should be running has exited on its own (waiting longer will not help)."""
+
+
+def riverlog_command(config_path: Path) -> list[str]:
+    """Riverlog's broker command line: the one place to change if the CLI changes."""
+    return [sys.executable, "-m", "riverlog", "broker", "--config", str(config_path)]
+
+
+def riverlog_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(BROKER_IMAGE), env.get("PYTHONPATH", "")) if p)
+    # Unbuffered output: the log of a node killed by a signal still holds its last words.
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+@dataclass(frozen=True)
+class PartitionState:
+    leader: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class QuorumState:
+    leader_id: int
+    leader_epoch: int
+    high_watermark: int
+    # voter id -> its log end offset as the leader last saw it (-1 unknown)
+    voters: dict[int, int]
+
+
+T = TypeVar("T")
+
+SEGMENT_NAME = re.compile(r"^\d{20}\.log$")
+
+
+def describe_quorum(host: str, port: int, timeout: float = ADMIN_TIMEOUT) -> QuorumState:
+    """DescribeQuorum v0 over a raw socket to one chosen node. Hand-written (as
+    ``kafka_dist.api_versions``) because the Python clients pick the node themselves, and a
+    frozen or cut-off node would make them wait out their timeouts."""
+    correlation_id = 55
+    client_id = b"process-cluster"
+    name = b"__cluster_metadata"
+    # Request header v2 (flexible): key, version, correlation id, client id, no tagged fields.
+    header = struct.pack(">hhih", 55, 0, correlation_id, len(client_id)) + client_id + b"\x00"
+    # Body: topics [name, partitions [index, tags], tags], tags. Compact arrays/strings: n+1.
+    body = b"\x02" + bytes([len(name) + 1]) + name + b"\x02" + struct.pack(">i", 0) + b"\x00\x00\x00"
+    frame = header + body
+    with socket.create_connection((host, port), timeout=timeout) as sock:
+        sock.settimeout(timeout)
+        sock.sendall(struct.pack(">i", len(frame)) + frame)
+        (size,) = struct.unpack(">i", _recv_exact(sock, 4))
+        data = _recv_exact(sock, size)
+    reader = _Reader(data)
+    if reader.int32() != correlation_id:
+        raise ClusterError("DescribeQuorum: correlation id mismatch")
+    reader.skip_tags()
+    if error := reader.int16():
+        raise ClusterError(f"DescribeQuorum error code {error}")
+    for _ in range(reader.uvarint() - 1):
+        reader.compact_string()
+        for _ in range(reader.uvarint() - 1):
+            reader.int32()  # partition index
+            if error := reader.int16():
+                raise ClusterError(f"DescribeQuorum partition error code {error}")
+            leader_id, leader_epoch, high_watermark = reader.int32(), reader.int32(), reader.int64()
+            voters = {}
+            for _ in range(reader.uvarint() - 1):
+                replica_id, log_end = reader.int32(), reader.int64()
+                reader.skip_tags()
+                voters[replica_id] = log_end
+            return QuorumState(leader_id, leader_epoch, high_watermark, voters)
+    raise ClusterError("DescribeQuorum: no __cluster_metadata partition in the response")
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes:
+    chunks = bytearray()
+    while len(chunks) < n:
+        chunk = sock.recv(n - len(chunks))
+        if not chunk:
+            raise ConnectionError("connection closed by the server")
+        chunks += chunk
+    return bytes(chunks)
+
+
+class _Reader:
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.pos = 0
+
+    def _unpack(self, fmt: str) -> int:
+        (value,) = struct.unpack_from(fmt, self.data, self.pos)
+        self.pos += struct.calcsize(fmt)
+        return int(value)
+
+    def int16(self) -> int:
+        return self._unpack(">h")
+
+    def int32(self) -> int:
+        return self._unpack(">i")
+
+    def int64(self) -> int:
+        return self._unpack(">q")
+
+    def uvarint(self) -> int:
+        value = shift = 0
+        while True:
+            byte = self.data[self.pos]
+            self.pos += 1
+            value |= (byte & 0x7F) << shift
+            if not byte & 0x80:
+                return value
+            shift += 7
+
+    def compact_string(self) -> str:
+        length = self.uvarint() - 1
+        text = self.data[self.pos:self.pos + max(length, 0)].decode()
+        self.pos += max(length, 0)
+        return text
+
+    def skip_tags(self) -> None:
+        for _ in range(self.uvarint()):
+            self.uvarint()  # tag
+            self.pos += self.uvarint()  # size, then skip the value
+
+
+class ClusterNode:
+    """One node process; its address and data directory survive restarts."""
+
+    def __init__(self, cluster: ProcessCluster, node_id: int, host: str, port: int, controller_port: int,
+                 metrics_port: int) -> None:
+        self.cluster = cluster
+        self.node_id = node_id
+        self.host = host
+        self.port = port
+        self.controller_port = controller_port
+        self.metrics_port = metrics_port
+        self.workdir = cluster.base_dir / f"node{node_id}"
+        self.data_dir = self.workdir / "data"
+        self.config_path = self.workdir / "server.properties"
+        self.log_path = self.workdir / f"node{node_id}.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.paused = False
+        self.starts = 0
+        # False once we kill or stop it: only an exit we did not cause is an error.
+        self.should_run = False
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc is not None else None
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    @property
+    def reachable(self) -> bool:
+        """Running, not frozen and not cut off: expected to answer clients."""
+        return self.running and not self.paused and self.node_id not in self.cluster.isolated
+
+    # --- lifecycle ---------------------------------------------------------------------------
+
+    def launch(self) -> None:
+        """Start the process without waiting for it (several nodes must start together: a lone
+        node of a quorum cannot elect a controller and never becomes ready)."""
+        if self.running:
+            raise ClusterError(f"node {self.node_id} is already running (pid {self.pid})")
+        cmd = self.cluster.node_command(self)
+        env = riverlog_env() if self.cluster.target == "riverlog" else dict(os.environ)
+        self.starts += 1
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "ab") as log:
+            log.write(f"\n===== start #{self.starts} at {time.strftime('%H:%M:%S')}: {' '.join(cmd)}\n".encode())
+            log.flush()
+            self.proc = subprocess.Popen(
+                cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=self.workdir, env=env,
+                # Its own session: signals we send reach only this process, a Ctrl-C at pytest
+                # does not reach it behind the harness's back.
+                start_new_session=True,
+            )
+        self.paused = False
+        self.should_run = True
+
+    def start(self, *, wait: bool = True, timeout: float | None = None) -> ClusterNode:
+        """Start on the same address and data; by default wait until it serves clients and the
+        cluster lists it as a live broker."""
+        self.launch()
+        if wait:
+            self.wait_ready(timeout)
+        return self
+
+    def wait_ready(self, timeout: float | None = None) -> None:
+        deadline = time.monotonic() + (self.cluster.ready_timeout if timeout is None else timeout)
+        self.cluster.wait_until(
+            lambda: self._answers_api_versions() and self.node_id in self.cluster.brokers(),
+            timeout=max(0.0, deadline - time.monotonic()), what=f"node {self.node_id} ready and registered",
+            check=self.check_alive,
+        )
+
+    def _answers_api_versions(self) -> bool:
+        try:
+            kafka_dist.api_versions(self.host, self.port, timeout=2.0)
+            return True
+        except (OSError, kafka_dist.KafkaDistError):
+            return False
+
+    def check_alive(self) -> None:
+        """Raise with the log tail if the process has exited on its own."""
+        if self.should_run and self.proc is not None and self.proc.poll() is not None:
+            raise NodeExited(f"node {self.node_id} exited with code {self.proc.returncode}\n{self.log_tail()}")
+
+    def kill(self) -> None:
+        """Crash it: SIGKILL, nothing flushed or closed."""
+        self.should_run = False
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=STOP_TIMEOUT)
+        self.paused = False
+
+    def terminate(self) -> None:
+        """Send SIGTERM (controlled shutdown) without waiting."""
+        self.should_run = False
+        if self.proc is not None and self.proc.poll() is None:
+            if self.paused:
+                self.resume()  # a stopped process acts on SIGTERM only once continued
+            self.proc.send_signal(signal.SIGTERM)
+
+    def wait_exit(self, timeout: float = STOP_TIMEOUT) -> bool:
+        """Wait for the process to exit; SIGKILL after ``timeout``. True if it exited by itself."""
+        if self.proc is None:
+            return True
+        try:
+            self.proc.wait(timeout=timeout)
+            return True
+        except subprocess.TimeoutExpired:
+            self._note(f"did not exit {timeout:.0f}s after SIGTERM; sending SIGKILL")
+            self.kill()
+            return False
+
+    def stop(self, timeout: float = STOP_TIMEOUT) -> bool:
+        """Graceful stop: SIGTERM and wait (SIGKILL after ``timeout``). True if it was graceful."""
+        self.terminate()
+        return self.wait_exit(timeout)
+
+    def restart(self, *, hard: bool = False, wait: bool = True, timeout: float | None = None) -> ClusterNode:
+        """Stop (SIGTERM, or SIGKILL when ``hard``) and start again on the same address and data."""
+        if hard:
+            self.kill()
+        else:
+            self.stop()
+        return self.start(wait=wait, timeout=timeout)
+
+    def pause(self) -> None:
+        """Freeze it (SIGSTOP): its connections stay open, nothing is answered."""
+        if self.proc is None or self.proc.poll() is not None:
+            raise ClusterError(f"node {self.node_id} is not running")
+        os.kill(self.proc.pid, signal.SIGSTOP)
+        self.paused = True
+
+    def resume(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGCONT)
+        self.paused = False
+
+    def isolate(self) -> None:
+        self.cluster.isolate(self.node_id)
+
+    def heal(self) -> None:
+        self.cluster.heal(self.node_id)
+
+    # --- data and diagnostics ----------------------------------------------------------------
+
+    def partition_dir(self, topic: str, partition: int) -> Path:
+        return self.data_dir / f"{topic}-{partition}"
+
+    def read_partition(self, topic: str, partition: int) -> list[Record]:
+        """Every record of this node's replica, read from its segment files (Kafka's on-disk
+        format, which Riverlog shares): what this replica holds, independent of any leader."""
+        directory = self.partition_dir(topic, partition)
+        if not directory.is_dir():
+            return []
+        records: list[Record] = []
+        for segment in sorted(p for p in directory.iterdir() if SEGMENT_NAME.match(p.name)):
+            records.extend(record for _, record in iter_records(segment.read_bytes()))
+        return records
+
+    def _note(self, message: str) -> None:
+        with open(self.log_path, "a") as log:
+            log.write(f"\n===== harness: {message}\n")
+
+    def log_tail(self, lines: int = 80) -> str:
+        if not self.log_path.exists():
+            return f"--- node {self.node_id}: no log at {self.log_path} ---"
+        text = self.log_path.read_text(errors="replace").splitlines()
+        return f"--- last {min(lines, len(text))} lines of {self.log_path} ---\n" + "\n".join(text[-lines:])
+
+    def __repr__(self) -> str:
+        state = "paused" if self.paused else "running" if self.running else "stopped"
+        return f"<ClusterNode {self.node_id} {self.bootstrap} {state}>"
+
+
+# Clusters alive at interpreter exit (an interrupted session) are torn down.
+_LIVE: weakref.WeakSet[ProcessCluster] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_leftovers() -> None:
+    for cluster in list(_LIVE):
+        with contextlib.suppress(Exception):
+            cluster.close()
+
+
+class ProcessCluster:
+    def __init__(
+        self,
+        base_dir: Path,
+        size: int = 3,
+        *,
+        target: str | None = None,
+        overrides: Mapping[str, object] | None = None,
+        netns: bool = True,
+        kafka_libs: Path | None = None,
+        ready_timeout: float = DEFAULT_READY_TIMEOUT,
+    ) -> None:
+        self.base_dir = Path(base_dir)
+        self.size = size
+        self.target = target or selected_target()
+        self.overrides = {k: str(v) for k, v in (overrides or {}).items()}
+        self.ready_timeout = ready_timeout
+        self.kafka_libs = kafka_libs
+        self.cluster_id = kafka_dist.random_cluster_id()
+        self._admin_client: Any = None
+        self._admin_lock = threading.Lock()
+        self._closed = False
+        _LIVE.add(self)
+        self.net = NetworkNamespaces(size).create() if netns else None
+        self.nodes: list[ClusterNode] = []
+        for n in range(1, size + 1):
+            if self.net is not None:
+                node = ClusterNode(self, n, self.net.address(n), CLIENT_PORT, CONTROLLER_PORT, METRICS_PORT)
+            else:
+                node = ClusterNode(self, n, "127.0.0.1", free_port(), free_port(), free_port())
+            self.nodes.append(node)
+
+    # --- configuration -----------------------------------------------------------------------
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(node.bootstrap for node in self.nodes)
+
+    @property
+    def voters(self) -> str:
+        return ",".join(f"{n.node_id}@{n.host}:{n.controller_port}" for n in self.nodes)
+
+    def node(self, node_id: int) -> ClusterNode:
+        if not 1 <= node_id <= self.size:
+            raise ValueError(f"no node {node_id} in a cluster of {self.size}")
+        return self.nodes[node_id - 1]
+
+    def properties(self, node: ClusterNode) -> dict[str, str]:
+        """The node's server.properties: KRaft combined mode, every node a voter."""
+        props = kafka_dist.server_properties(
+            port=node.port, controller_port=node.controller_port, log_dir=node.data_dir, node_id=node.node_id,
+            host=node.host, overrides={**CLUSTER_DEFAULTS, "controller.quorum.voters": self.voters},
+        )
+        props.update(self.overrides)
+        if self.target == "kafka":
+            # Kafka gets the cluster id from `kafka-storage format`; it would only warn about these.
+            return {k: v for k, v in props.items() if k not in RIVERLOG_ONLY_KEYS}
+        props["metrics.port"] = str(node.metrics_port)
+        props["cluster.id"] = self.cluster_id
+        return props
+
+    def node_command(self, node: ClusterNode) -> list[str]:
+        kafka_dist.write_properties(node.config_path, self.properties(node))
+        if self.target == "kafka":
+            cmd = kafka_dist.server_command(self._libs(), node.config_path, heap=KAFKA_HEAP)
+        else:
+            cmd = riverlog_command(node.config_path)
+        prefix = self.net.command_prefix(node.node_id) if self.net is not None else []
+        return [*prefix, *cmd]
+
+    def _libs(self) -> Path:
+        if self.kafka_libs is None:
+            self.kafka_libs = Path(kafka_dist.install())
+        return self.kafka_libs
+
+    def _format(self) -> None:
+        """Kafka refuses unformatted log dirs; every node gets the same cluster id. Formatting
+        happens once, so restarts keep the data."""
+        if self.target != "kafka":
+            return
+        todo = [n for n in self.nodes if not kafka_dist.is_formatted(n.data_dir)]
+        for node in todo:
+            kafka_dist.write_properties(node.config_path, self.properties(node))
+        errors: list[BaseException] = []
+
+        def run(node: ClusterNode) -> None:
+            try:
+                kafka_dist.format_storage(self._libs(), node.config_path, self.cluster_id)
+            except BaseException as exc:  # re-raised below, in the caller's thread
+                errors.append(exc)
+
+        threads = [threading.Thread(target=run, args=(n,)) for n in todo]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if errors:
+            raise errors[0]
+
+    # --- lifecycle ---------------------------------------------------------------------------
+
+    def start(self, timeout: float | None = None) -> ProcessCluster:
+        """Format (first time), launch every node and wait until the cluster is ready."""
+        for node in self.nodes:
+            node.workdir.mkdir(parents=True, exist_ok=True)
+        self._format()
+        return self.start_all(timeout=timeout)
+
+    def start_all(self, *, wait: bool = True, timeout: float | None = None) -> ProcessCluster:
+        for node in self.nodes:
+            if not node.running:
+                node.launch()
+        if wait:
+            self.wait_ready(timeout)
+        return self
+
+    def stop_all(self, timeout: float = STOP_TIMEOUT) -> dict[int, bool]:
+        """SIGTERM every node at once, then wait; {node: exited by itself within ``timeout``}."""
+        for node in self.nodes:
+            node.terminate()
+        deadline = time.monotonic() + timeout
+        return {node.node_id: node.wait_exit(max(0.0, deadline - time.monotonic())) for node in self.nodes}
+
+    def kill_all(self) -> None:
+        for node in self.nodes:
+            node.kill()
+
+    def close(self) -> None:
+        """Teardown (idempotent): kill every node, remove the namespaces."""
+        if self._closed:
+            return
+        self._closed = True
+        _LIVE.discard(self)
+        try:
+            for node in self.nodes:
+                with contextlib.suppress(Exception):
+                    node.kill()
+        finally:
+            self._admin_client = None
+            if self.net is not None:
+                self.net.close()
+
+    def __enter__(self) -> ProcessCluster:
+        try:
+            return self.start()
+        except BaseException:
+            self.close()
+            raise
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    # --- network faults ----------------------------------------------------------------------
+
+    @property
+    def isolated(self) -> frozenset[int]:
+        return self.net.isolated if self.net is not None else frozenset()
+
+    def _net(self) -> NetworkNamespaces:
+        if self.net is None:
+            raise ClusterError("network faults need netns=True")
+        return self.net
+
+    def isolate(self, node_id: int) -> None:
+        """Cut node ``node_id`` off from the other nodes and from the clients, both ways."""
+        self._net().isolate(node_id)
+
+    def heal(self, node_id: int) -> None:
+        self._net().heal(node_id)
+
+    def partition(self, side_a: Iterable[int], side_b: Iterable[int]) -> None:
+        """Nodes of one side cannot talk to the other's; clients still reach everyone."""
+        self._net().partition(side_a, side_b)
+
+    def heal_partition(self) -> None:
+        self._net().heal_partition()
+
+    # --- cluster state through the Kafka protocol --------------------------------------------
+
+    def admin(self) -> Any:
+        """A shared confluent-kafka AdminClient bootstrapped from every node."""
+        from confluent_kafka.admin import AdminClient
+
+        with self._admin_lock:
+            if self._admin_client is None:
+                self._admin_client = AdminClient({
+                    "bootstrap.servers": self.bootstrap, "client.id": "process-cluster-harness", "log_level": 2,
+                    "socket.timeout.ms": int(ADMIN_TIMEOUT * 1000), "reconnect.backoff.max.ms": 500,
+                    "topic.metadata.refresh.interval.ms": 1000,
+                })
+            return self._admin_client
+
+    def brokers(self, timeout: float = ADMIN_TIMEOUT) -> set[int]:
+        """Ids of the live (registered, unfenced) brokers, from DescribeCluster."""
+        result = self.admin().describe_cluster(request_timeout=timeout).result(timeout=timeout + 1)
+        return {node.id for node in result.nodes}
+
+    def quorum(self, timeout: float = ADMIN_TIMEOUT) -> QuorumState:
+        """The metadata quorum as the active controller reports it (DescribeQuorum, which a
+        broker forwards to the controller), asked of the first reachable node that answers."""
+        errors: list[str] = []
+        for node in [n for n in self.nodes if n.reachable]:
+            try:
+                return describe_quorum(node.host, node.port, timeout)
+            except (OSError, ClusterError) as exc:
+                errors.append(f"node {node.node_id}: {exc!r}")
+        raise ClusterError(f"no node answered DescribeQuorum: {errors}")
+
+    def active_controller(self, timeout: float = ADMIN_TIMEOUT) -> int:
+        leader = self.quorum(timeout).leader_id
+        if leader < 0:
+            raise ClusterError("the metadata quorum has no leader")
+        return leader
+
+    def partition_state(self, topic: str, partition: int, timeout: float = ADMIN_TIMEOUT) -> PartitionState:
+        metadata = self.admin().list_topics(topic=topic, timeout=timeout)
+        described = metadata.topics[topic]
+        if described.error is not None:
+            raise ClusterError(f"metadata for {topic}: {described.error}")
+        p = described.partitions[partition]
+        return PartitionState(p.leader, tuple(p.replicas), tuple(p.isrs))
+
+    def all_partitions(self, timeout: float = ADMIN_TIMEOUT) -> dict[tuple[str, int], PartitionState]:
+        """Every partition (internal topics included) with its leader, replicas and ISR."""
+        metadata = self.admin().list_topics(timeout=timeout)
+        return {
+            (name, index): PartitionState(p.leader, tuple(p.replicas), tuple(p.isrs))
+            for name, topic in metadata.topics.items()
+            for index, p in topic.partitions.items()
+        }
+
+    def fully_replicated(self, topics: Iterable[str] | None = None) -> bool:
+        """Every partition (of ``topics``, default all) has a leader and a complete ISR."""
+        wanted = None if topics is None else set(topics)
+        parts = self.all_partitions()
+        if wanted is not None and not wanted <= {name for name, _ in parts}:
+            return False
+        return all(
+            state.leader >= 0 and set(state.isr) == set(state.replicas)
+            for (name, _), state in parts.items()
+            if wanted is None or name in wanted
+        )
+
+    # --- waiting -----------------------------------------------------------------------------
+
+    def check_alive(self) -> None:
+        """Raise with its log tail if a node that should run has exited on its own."""
+        for node in self.nodes:
+            node.check_alive()
+
+    def wait_until(
+        self,
+        predicate: Callable[[], T | None],
+        *,
+        timeout: float,
+        what: str,
+        interval: float = 0.2,
+        check: Callable[[], None] | None = None,
+    ) -> T:
+        """Poll ``predicate`` until it returns something truthy; errors it raises (a client
+        timeout, a node not answering yet) count as "not yet". On timeout the message carries
+        the last error and every node's log tail."""
+        deadline = time.monotonic() + timeout
+        last_error: BaseException | None = None
+        while True:
+            (check or self.check_alive)()
+            try:
+                value = predicate()
+                if value:
+                    return value
+            except (NodeExited, AssertionError):
+                raise
+            except Exception as exc:  # "not ready yet"
+                last_error = exc
+            if time.monotonic() >= deadline:
+                raise ClusterError(
+                    f"timed out after {timeout:.0f}s waiting for {what} ({self.target}); last error: {last_error!r}\n"
+                    + self.log_tails(60)
+                )
+            time.sleep(interval)
+
+    def wait_ready(self, timeout: float | None = None) -> None:
+        """Every reachable running node answers and is a live broker, and the quorum has a leader."""
+        def ready() -> bool:
+            expected = {n.node_id for n in self.nodes if n.reachable}
+            if not all(n._answers_api_versions() for n in self.nodes if n.reachable):
+                return False
+            return expected <= self.brokers() and self.active_controller() >= 0
+
+        self.wait_until(ready, timeout=self.ready_timeout if timeout is None else timeout,
+                        what="every node up, registered and a quorum leader")
+
+    def log_tails(self, lines: int = 80) -> str:
+        return "\n".join(node.log_tail(lines) for node in self.nodes)
+
+    def __repr__(self) -> str:
+        return f"<ProcessCluster {self.target} {self.nodes}>"
