@@ -15,6 +15,7 @@ from .records import (
     BrokerRegistrationChangeRecord,
     ConfigRecord,
     Endpoint,
+    MetadataOffsetRecord,
     PartitionChangeRecord,
     PartitionRecord,
     ProducerIdsRecord,
@@ -103,6 +104,7 @@ class MetadataImage:
         # Partition maps are copied only for topics a record touches.
         touched: dict[str, dict[int, PartitionImage]] = {}
         count = 0
+        base = self.offset  # the n-th record applied here (from 1) stands at offset base + n
 
         def partitions_of(topic_id: uuid.UUID) -> tuple[str, dict[int, PartitionImage]] | None:
             name = topic_ids.get(topic_id)
@@ -115,9 +117,10 @@ class MetadataImage:
         for record in records:
             count += 1
             if isinstance(record, RegisterBrokerRecord):
+                epoch = record.broker_epoch if record.broker_epoch >= 0 else base + count
                 brokers[record.broker_id] = BrokerImage(
-                    record.broker_id, record.endpoints, record.rack, record.fenced,
-                    self.offset + count, record.incarnation_id,
+                    record.broker_id, record.endpoints, record.rack, record.fenced, epoch,
+                    record.incarnation_id,
                 )
             elif isinstance(record, BrokerRegistrationChangeRecord):
                 current = brokers.get(record.broker_id)
@@ -166,13 +169,15 @@ class MetadataImage:
                     configs.pop((TOPIC_RESOURCE, name), None)
             elif isinstance(record, ProducerIdsRecord):
                 next_pid = max(next_pid, record.next_producer_id)
+            elif isinstance(record, MetadataOffsetRecord):
+                base = record.offset - count
 
         for name, parts in touched.items():
             if name in topics:
                 topics[name] = replace(topics[name], partitions=MappingProxyType(parts))
         return replace(
             self,
-            offset=self.offset + count,
+            offset=base + count,
             brokers=MappingProxyType(brokers),
             topics=MappingProxyType(topics),
             topic_ids=MappingProxyType(topic_ids),

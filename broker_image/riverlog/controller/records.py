@@ -23,7 +23,10 @@ class RegisterBrokerRecord:
     """A broker (re)registered. Its broker epoch is this record's offset in the metadata log, so
     every start of a broker process (a new ``incarnation_id``) gets a new, larger epoch; requests
     carrying an older epoch (AlterPartition, heartbeats) come from a previous life and are refused.
-    A registration starts fenced: the broker is unfenced once it is ready to serve."""
+    A registration starts fenced: the broker is unfenced once it is ready to serve.
+
+    ``broker_epoch`` is -1 in the log (the epoch is the offset); a snapshot, which rebuilds the
+    image with records at other offsets, sets it to keep the epoch the broker got originally."""
 
     TYPE: ClassVar[str] = "register_broker"
     broker_id: int
@@ -31,6 +34,7 @@ class RegisterBrokerRecord:
     rack: str | None = None
     fenced: bool = False
     incarnation_id: str = ""
+    broker_epoch: int = -1
 
 
 @dataclass(frozen=True)
@@ -109,6 +113,16 @@ class ProducerIdsRecord:
     next_producer_id: int
 
 
+@dataclass(frozen=True)
+class MetadataOffsetRecord:
+    """Only in snapshots, as their last record: this record stands at metadata offset ``offset``
+    (the offset of the image the snapshot was taken from). Records applied after the snapshot
+    then get the offsets, hence the broker epochs, they get on a node that replayed the whole log."""
+
+    TYPE: ClassVar[str] = "metadata_offset"
+    offset: int
+
+
 Record = (
     RegisterBrokerRecord
     | BrokerRegistrationChangeRecord
@@ -118,6 +132,7 @@ Record = (
     | ConfigRecord
     | RemoveTopicRecord
     | ProducerIdsRecord
+    | MetadataOffsetRecord
 )
 
 _TYPES: dict[str, Any] = {
@@ -131,6 +146,7 @@ _TYPES: dict[str, Any] = {
         ConfigRecord,
         RemoveTopicRecord,
         ProducerIdsRecord,
+        MetadataOffsetRecord,
     )
 }
 
@@ -162,6 +178,7 @@ __all__ = [
     "BrokerRegistrationChangeRecord",
     "ConfigRecord",
     "Endpoint",
+    "MetadataOffsetRecord",
     "PartitionChangeRecord",
     "PartitionRecord",
     "ProducerIdsRecord",
