@@ -32,6 +32,10 @@ DEFAULTS: dict[str, str] = {
     "controller.quorum.request.timeout.ms": "1000",
     "controller.quorum.election.backoff.max.ms": "100",
     "metadata.log.dir": "",
+    # Metadata log snapshots (Kafka's names and defaults): after this many bytes of records, or
+    # this long after the previous snapshot if anything was applied since (0: no time trigger).
+    "metadata.log.max.record.bytes.between.snapshots": str(20 * 1024 * 1024),
+    "metadata.log.max.snapshot.interval.ms": "3600000",
     "cluster.id": "",
     "broker.rack": "",
     "log.dirs": "./data",

@@ -17,6 +17,13 @@ second or two) wait and retry up to ``CALL_TIMEOUT_S``.
 
 The active controller also fences brokers whose heartbeats stop (``broker.session.timeout.ms``);
 a newly elected one first gives every live broker a fresh session, as Kafka's does.
+
+Every node, voter or observer, snapshots its own image (as every KRaft node does): once
+``metadata.log.max.record.bytes.between.snapshots`` bytes of records were applied since the last
+snapshot, or ``metadata.log.max.snapshot.interval.ms`` after it if anything was, the image is
+written as records (``snapshot.image_to_records``) at the offset it was applied up to, and the
+Raft core compacts the log below it. A restart then loads the snapshot and replays only the
+rest; a replica behind the leader's log start downloads the leader's snapshot (FetchSnapshot).
 """
 
 from __future__ import annotations
@@ -24,12 +31,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from ...client.connection import BrokerConnection
-from ...config import BrokerConfig
+from ...config import BrokerConfig, ConfigError
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode, KafkaError
 from ..api import HeartbeatResult
@@ -37,9 +45,10 @@ from ..image import MetadataImage
 from ..leader_balance import LeaderBalanceSettings
 from ..local import LocalController
 from ..partition_ops import AlterPartitionOutcome, AlterPartitionRequest, ElectionOutcome
-from ..raft import Entry, NotLeaderError, RaftConfig, Snapshot
+from ..raft import Entry, NotLeaderError, RaftConfig, RaftError, Snapshot
 from ..reassignment import ReassignmentItem, ReassignmentResult
 from ..records import Endpoint, Record
+from ..snapshot import image_to_records
 from ..topic_ops import NewTopic, Outcome
 from . import codec
 from .driver import LeadershipLostError, RaftDriver
@@ -54,6 +63,7 @@ CALL_TIMEOUT_S = 15.0  # how long a controller call waits for an active controll
 RETRY_BACKOFF_S = 0.05
 CATCH_UP_TIMEOUT_S = 5.0
 RESIGN_GRACE_S = 0.2  # waiting for this node's image to include a forwarded call's records
+SNAPSHOT_CHECK_MAX_S = 1.0  # how often, at most, the time trigger of snapshots is looked at
 
 # The ControllerApi methods a broker may call on the active controller.
 FORWARDABLE = frozenset({
@@ -65,6 +75,18 @@ FORWARDABLE = frozenset({
 
 class ControllerUnavailableError(KafkaError):
     code = ErrorCode.NOT_CONTROLLER
+
+
+def snapshot_settings(config: BrokerConfig) -> tuple[int, int]:
+    """(``metadata.log.max.record.bytes.between.snapshots``, ``metadata.log.max.snapshot.interval.ms``),
+    checked as Kafka checks them."""
+    max_bytes = config.get_int("metadata.log.max.record.bytes.between.snapshots")
+    interval_ms = config.get_int("metadata.log.max.snapshot.interval.ms")
+    if max_bytes < 1:
+        raise ConfigError(f"metadata.log.max.record.bytes.between.snapshots must be at least 1, got {max_bytes}")
+    if interval_ms < 0:
+        raise ConfigError(f"metadata.log.max.snapshot.interval.ms must be at least 0, got {interval_ms}")
+    return max_bytes, interval_ms
 
 
 def raft_config(config: BrokerConfig) -> RaftConfig:
@@ -102,6 +124,11 @@ class QuorumController(LocalController):
         self._active_epoch: int | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._calls: dict[int, BrokerConnection] = {}  # leader id -> connection for forwarded calls
+        self.snapshot_max_bytes, self.snapshot_interval_ms = snapshot_settings(config)
+        self._bytes_since_snapshot = 0  # record bytes applied since the image last snapshotted
+        self._last_snapshot_at = time.monotonic()
+        self._snapshot_task: asyncio.Task[None] | None = None
+        self._closing = False  # no new snapshot tasks once stopping
 
     # Life cycle ----------------------------------------------------------------------------
 
@@ -110,10 +137,13 @@ class QuorumController(LocalController):
         loop = asyncio.get_running_loop()
         self._tasks.append(loop.create_task(self._active_loop(), name="controller-active"))
         self._tasks.append(loop.create_task(self._balance_loop(), name="controller-leader-balance"))
+        if self.snapshot_interval_ms > 0:
+            self._tasks.append(loop.create_task(self._snapshot_timer(), name="controller-snapshot-timer"))
 
     async def stop(self) -> None:
         """Leave the quorum: a leader resigns first (EndQuorumEpoch), so the other voters elect a
         successor at once instead of after a fetch timeout."""
+        self._closing = True
         await self._cancel_tasks()
         if self.driver.running and self.driver.is_leader and self.driver.resign():
             await asyncio.sleep(RESIGN_GRACE_S)  # the driver loop sends EndQuorumEpoch meanwhile
@@ -121,6 +151,7 @@ class QuorumController(LocalController):
 
     async def halt(self) -> None:
         """Stop without a word to the others (what kill -9 does to the quorum)."""
+        self._closing = True
         await self._cancel_tasks()
         await self.transport.close()
         for conn in self._calls.values():
@@ -130,6 +161,9 @@ class QuorumController(LocalController):
 
     async def _cancel_tasks(self) -> None:
         tasks, self._tasks = self._tasks, []
+        if self._snapshot_task is not None:
+            tasks.append(self._snapshot_task)
+            self._snapshot_task = None
         for task in tasks:
             task.cancel()
         for task in tasks:
@@ -161,14 +195,68 @@ class QuorumController(LocalController):
         image = self.image
         if restore is not None:
             image = MetadataImage(cluster_id=image.cluster_id).apply(codec.decode_records(restore.data))
+            # The state is a snapshot's again (this node's own at start-up, or the leader's).
+            self._bytes_since_snapshot = 0
+            self._last_snapshot_at = time.monotonic()
         records: list[Record] = []
         for entry in entries:
             records.extend(codec.decode_records(entry.data))
+            self._bytes_since_snapshot += len(entry.data)
         if records or restore is not None:
             self._set_image(image.apply(records))
         self.applied_offset = self.driver.node.applied_offset
         self._applied.set()
         self._applied = asyncio.Event()
+        self._maybe_snapshot()
+
+    # Snapshots -----------------------------------------------------------------------------
+
+    def _snapshot_due(self) -> bool:
+        if self._bytes_since_snapshot <= 0:
+            return False  # nothing applied since the last one
+        if self._bytes_since_snapshot >= self.snapshot_max_bytes:
+            return True
+        elapsed_ms = (time.monotonic() - self._last_snapshot_at) * 1000
+        return 0 < self.snapshot_interval_ms <= elapsed_ms
+
+    def _maybe_snapshot(self) -> None:
+        """Start a snapshot if one is due and none is being written."""
+        if self._closing or self._snapshot_task is not None or not self._snapshot_due() or not self.driver.running:
+            return
+        # ``image`` holds exactly the entries below ``applied_offset``: both are set together in
+        # ``_apply_entries`` with no await between, so this pair is a consistent state.
+        image, end_offset = self.image, self.applied_offset
+        self._bytes_since_snapshot = 0
+        self._last_snapshot_at = time.monotonic()
+        self._snapshot_task = asyncio.get_running_loop().create_task(
+            self._write_snapshot(image, end_offset), name="controller-snapshot")
+
+    async def _write_snapshot(self, image: MetadataImage, end_offset: int) -> None:
+        try:
+            # Encoding a large image takes a while: off the event loop (the image is immutable).
+            data = await asyncio.get_running_loop().run_in_executor(
+                None, lambda: codec.encode_records(image_to_records(image)))
+            if not self.driver.running:
+                return
+            # None: a newer snapshot exists already (one installed from the leader meanwhile).
+            snap = self.driver.take_snapshot(end_offset, data)
+            if snap is not None:
+                log.debug("node %d: metadata snapshot at offset %d (%d bytes)", self.node_id, end_offset, len(data))
+        except RaftError as exc:
+            log.warning("node %d: no metadata snapshot at offset %d: %s", self.node_id, end_offset, exc)
+        except Exception:
+            log.exception("node %d: metadata snapshot at offset %d failed", self.node_id, end_offset)
+        finally:
+            self._snapshot_task = None
+        # Records applied while this one was written may have made the next one due already.
+        self._maybe_snapshot()
+
+    async def _snapshot_timer(self) -> None:
+        """The time trigger (``metadata.log.max.snapshot.interval.ms``) when no entries arrive."""
+        period = min(SNAPSHOT_CHECK_MAX_S, self.snapshot_interval_ms / 1000)
+        while True:
+            await asyncio.sleep(period)
+            self._maybe_snapshot()
 
     async def wait_applied(self, offset: int, timeout: float) -> bool:
         loop = asyncio.get_running_loop()
@@ -410,4 +498,4 @@ class QuorumController(LocalController):
             (broker_id,), {})
 
 
-__all__ = ["ControllerUnavailableError", "QuorumController", "raft_config"]
+__all__ = ["ControllerUnavailableError", "QuorumController", "raft_config", "snapshot_settings"]
