@@ -1,10 +1,13 @@
-"""A local multi-broker cluster in one process, for development: ``riverlog dev --brokers 3``.
+"""Local multi-broker clusters in one process.
 
-Each broker is a full Riverlog broker with its own listener, metrics port and log directory;
-they replicate to each other over loopback with the Kafka protocol, exactly as separate
-processes do. Their metadata comes from one shared controller persisted under
-``<data>/controller`` — the stand-in for the Raft metadata quorum until that is wired in — so
-clients see a real cluster: replication factor 3, leaders, ISRs, failover on controlled shutdown.
+``QuorumDevCluster`` is ``riverlog dev --brokers 3``: each broker a full Riverlog node with its
+own listeners, metrics port and log directory, the first three voting in the Raft metadata
+quorum, all replicating to each other over loopback with the Kafka protocol exactly as separate
+processes do.
+
+``DevCluster`` shares one ``LocalController`` object between the brokers instead of a quorum:
+the replication tests (``tests/support/inprocess_cluster.py``) use it to inspect and drive the
+controller directly (fence a broker at a chosen moment, read the image without a network hop).
 """
 
 from __future__ import annotations
@@ -113,6 +116,94 @@ class DevCluster:
         await self.start()
         log.info("Riverlog dev cluster of %d brokers ready: bootstrap %s, data in %s",
                  self.size, self.bootstrap, self.base)
+        loop = asyncio.get_running_loop()
+        stop = asyncio.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+        log.info("shutting down the dev cluster")
+        await self.stop()
+
+
+class QuorumDevCluster:
+    """``riverlog dev``: N brokers in one process, each its own node of the Raft metadata quorum.
+
+    Nothing is shared but the event loop: every broker is configured as a production node would
+    be (``process.roles=broker,controller`` for the first three, ``controller.quorum.voters``, a
+    CONTROLLER listener), elects the active controller with the others, replicates the metadata
+    log and forwards controller calls over loopback. Brokers beyond the third are observers.
+    """
+
+    VOTERS_MAX = 3
+
+    def __init__(
+        self,
+        base: Path,
+        size: int = 3,
+        overrides: Mapping[str, object] | None = None,
+        *,
+        ports: Mapping[int, int] | None = None,
+        controller_ports: Mapping[int, int] | None = None,
+        metrics_ports: Mapping[int, int] | None = None,
+        host: str = "127.0.0.1",
+        advertised_host: str | None = None,
+    ) -> None:
+        if size < 1:
+            raise ValueError("a cluster needs at least one broker")
+        self.base = base
+        self.size = size
+        self.host = host
+        self.advertised_host = advertised_host or host
+        self.overrides = {k: str(v) for k, v in (overrides or {}).items()}
+        self.ports = dict(ports) if ports else {n: 9091 + n for n in range(1, size + 1)}
+        voter_ids = list(self.ports)[: self.VOTERS_MAX]
+        self.controller_ports = (dict(controller_ports) if controller_ports
+                                 else {n: self.ports[n] + 10000 for n in voter_ids})
+        self.metrics_ports = dict(metrics_ports) if metrics_ports else {n: 0 for n in self.ports}
+        self.voters = ",".join(f"{n}@{self.advertised_host}:{p}" for n, p in self.controller_ports.items())
+        self.brokers: dict[int, Broker] = {}
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(f"{self.advertised_host}:{port}" for port in self.ports.values())
+
+    def config(self, node_id: int) -> BrokerConfig:
+        listeners = f"PLAINTEXT://{self.host}:{self.ports[node_id]}"
+        roles = "broker"
+        if node_id in self.controller_ports:
+            listeners += f",CONTROLLER://{self.host}:{self.controller_ports[node_id]}"
+            roles = "broker,controller"
+        replication = str(min(3, self.size))
+        return BrokerConfig({
+            "node.id": str(node_id), "process.roles": roles, "listeners": listeners,
+            "advertised.listeners": f"PLAINTEXT://{self.advertised_host}:{self.ports[node_id]}",
+            "controller.quorum.voters": self.voters, "log.dirs": str(self.base / f"broker{node_id}"),
+            "metrics.host": self.host, "metrics.port": str(self.metrics_ports[node_id]),
+            "offsets.topic.replication.factor": replication, "default.replication.factor": replication,
+            "min.insync.replicas": str(min(2, self.size)),
+            **self.overrides,
+        })
+
+    async def start(self) -> QuorumDevCluster:
+        # All at once: each broker's start waits for the quorum, which needs a majority running.
+        await asyncio.gather(*(self.start_broker(n) for n in self.ports))
+        return self
+
+    async def start_broker(self, node_id: int) -> Broker:
+        broker = Broker(self.config(node_id))
+        await broker.start()
+        self.brokers[node_id] = broker
+        return broker
+
+    async def stop(self) -> None:
+        # One at a time, each a controlled shutdown, so leadership moves to the brokers still up.
+        for node_id in list(self.brokers):
+            await self.brokers.pop(node_id).stop()
+
+    async def run_until_signalled(self) -> None:
+        await self.start()
+        log.info("Riverlog dev cluster of %d brokers ready: bootstrap %s, controller quorum %s, data in %s",
+                 self.size, self.bootstrap, self.voters, self.base)
         loop = asyncio.get_running_loop()
         stop = asyncio.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):

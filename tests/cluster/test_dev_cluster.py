@@ -21,17 +21,23 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def test_dev_cluster_of_three_brokers_serves_a_replicated_topic(tmp_path: Path) -> None:
-    # Three consecutive free ports for the brokers.
+    # Three consecutive free ports for the brokers, three more for the controller quorum.
     while True:
         first = free_port()
         if first < 65000 and all(_free(first + i) for i in range(3)):
+            break
+    while True:
+        controller_first = free_port()
+        if controller_first < 65000 and abs(controller_first - first) > 3 and \
+                all(_free(controller_first + i) for i in range(3)):
             break
     env = {**os.environ, "PYTHONPATH": str(REPO / "broker_image")}
     log_path = tmp_path / "dev.log"
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "riverlog", "dev", "--brokers", "3", "--data", str(tmp_path / "data"),
-             "--port", str(first), "--metrics-port", "0", "--advertised-host", "127.0.0.1"],
+             "--port", str(first),
+             "--controller-port", str(controller_first), "--metrics-port", "0", "--advertised-host", "127.0.0.1"],
             stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     try:
         deadline = time.monotonic() + 60

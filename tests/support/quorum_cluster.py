@@ -1,10 +1,10 @@
 """Riverlog brokers in one process, each with its own replica of the Raft metadata quorum.
 
-Unlike ``InProcessCluster`` (one shared controller object), nothing is shared here but the event
-loop: every broker is configured as in production (``process.roles=broker,controller``,
-``controller.quorum.voters``, a CONTROLLER listener), elects controllers, replicates the metadata
-log and forwards controller calls over loopback TCP. Faults: ``crash`` stops a broker as kill -9
-would; ``stop`` is a controlled shutdown.
+The dev cluster of ``riverlog dev`` (``QuorumDevCluster``) on free loopback ports with
+test-friendly timings. Nothing is shared but the event loop: every broker elects controllers,
+replicates the metadata log and forwards controller calls over loopback TCP, as separate
+processes do. Faults: ``crash`` stops a broker as kill -9 would; ``stop_broker`` is a controlled
+shutdown.
 """
 
 from __future__ import annotations
@@ -15,13 +15,12 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from riverlog.broker import Broker
-from riverlog.config import BrokerConfig
 from riverlog.controller.image import MetadataImage
+from riverlog.devcluster import QuorumDevCluster
 
-TEST_SETTINGS: dict[str, str] = {
-    "offsets.topic.num.partitions": "3", "group.initial.rebalance.delay.ms": "0",
-    "replica.fetch.backoff.ms": "100", "replica.fetch.wait.max.ms": "200",
+TEST_SETTINGS: dict[str, object] = {
+    "offsets.topic.num.partitions": 3, "group.initial.rebalance.delay.ms": 0,
+    "replica.fetch.backoff.ms": 100, "replica.fetch.wait.max.ms": 200,
 }
 
 
@@ -31,58 +30,19 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-class QuorumCluster:
+class QuorumCluster(QuorumDevCluster):
     def __init__(self, base: Path, size: int = 3, overrides: Mapping[str, object] | None = None,
                  *, voters: int | None = None) -> None:
-        self.base = base
-        self.size = size
-        self.overrides = {k: str(v) for k, v in (overrides or {}).items()}
-        self.ports = {n: free_port() for n in range(1, size + 1)}
-        voter_ids = range(1, (voters or size) + 1)
-        self.controller_ports = {n: free_port() for n in voter_ids}
-        self.voters = ",".join(f"{n}@127.0.0.1:{p}" for n, p in self.controller_ports.items())
-        self.brokers: dict[int, Broker] = {}
-
-    @property
-    def bootstrap(self) -> str:
-        return ",".join(f"127.0.0.1:{p}" for p in self.ports.values())
-
-    def config(self, node_id: int) -> BrokerConfig:
-        listeners = f"PLAINTEXT://127.0.0.1:{self.ports[node_id]}"
-        roles = "broker"
-        if node_id in self.controller_ports:
-            listeners += f",CONTROLLER://127.0.0.1:{self.controller_ports[node_id]}"
-            roles = "broker,controller"
-        replication = str(min(3, self.size))
-        return BrokerConfig({
-            "node.id": str(node_id), "process.roles": roles, "listeners": listeners,
-            "controller.quorum.voters": self.voters, "log.dirs": str(self.base / f"node{node_id}"),
-            "metrics.host": "127.0.0.1", "metrics.port": "0",
-            "offsets.topic.replication.factor": replication, "default.replication.factor": replication,
-            "min.insync.replicas": str(min(2, self.size)),
-            **TEST_SETTINGS, **self.overrides,
-        })
-
-    async def start(self) -> QuorumCluster:
-        # All at once: a broker's start waits for the quorum, which needs a majority running.
-        await asyncio.gather(*(self.start_broker(n) for n in self.ports))
-        return self
-
-    async def start_broker(self, node_id: int) -> Broker:
-        broker = Broker(self.config(node_id))
-        await broker.start()
-        self.brokers[node_id] = broker
-        return broker
+        ports = {n: free_port() for n in range(1, size + 1)}
+        controller_ports = {n: free_port() for n in range(1, min(size, voters or self.VOTERS_MAX) + 1)}
+        super().__init__(base, size, {**TEST_SETTINGS, **(overrides or {})}, ports=ports,
+                         controller_ports=controller_ports)
 
     async def crash(self, node_id: int) -> None:
         await self.brokers.pop(node_id).halt()
 
     async def stop_broker(self, node_id: int) -> None:
         await self.brokers.pop(node_id).stop()
-
-    async def stop(self) -> None:
-        for node_id in list(self.brokers):
-            await self.brokers.pop(node_id).stop()
 
     # Looking at the cluster ------------------------------------------------------------------
 
