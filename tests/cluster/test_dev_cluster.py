@@ -72,6 +72,13 @@ def test_dev_cluster_of_three_brokers_serves_a_replicated_topic(tmp_path: Path) 
         leaders = {r["leader"] for r in described["partition_details"]}
         assert leaders == {1, 2, 3}, "leadership is spread over the brokers"
         assert all(sorted(r["isr"]) == [1, 2, 3] for r in described["partition_details"])
+        # The metadata quorum: three voters, one of them the leader (normally also the named
+        # controller, unless an election happened between the two requests).
+        quorum = described["quorum"]
+        assert quorum["leader"] in (1, 2, 3)
+        assert sorted(r["id"] for r in quorum["replicas"]) == [1, 2, 3]
+        assert [r["role"] for r in quorum["replicas"]].count("leader") == 1
+        assert all(r["log_end_offset"] > 0 for r in quorum["replicas"])
     finally:
         os.killpg(proc.pid, signal.SIGINT)
         try:

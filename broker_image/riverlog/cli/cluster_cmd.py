@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..client.admin import AdminClient, ClusterDescription
+from ..client.admin import AdminClient, ClusterDescription, QuorumDescription
 from ..client.cluster import TopicInfo
 from .client_common import client_options, print_json, run_command
 from .table import format_table
@@ -56,14 +56,29 @@ def summary(cluster: ClusterDescription, rows: list[dict[str, Any]], total: int)
     }
 
 
+def quorum_summary(quorum: QuorumDescription) -> dict[str, Any]:
+    """Leader, epoch and each replica's lag behind the leader's log end (voters first)."""
+    leader_end = max((r.log_end_offset for r in quorum.voters), default=0)
+    replicas = [
+        {"id": r.node_id, "role": ("leader" if r.node_id == quorum.leader_id else kind),
+         "log_end_offset": r.log_end_offset, "lag": max(0, leader_end - r.log_end_offset)}
+        for kind, group in (("voter", quorum.voters), ("observer", quorum.observers)) for r in group
+    ]
+    return {"leader": quorum.leader_id, "epoch": quorum.leader_epoch, "high_watermark": quorum.high_watermark,
+            "replicas": replicas}
+
+
 async def _describe(args: argparse.Namespace) -> int:
     async with AdminClient(args.bootstrap_server) as admin:
         cluster = await admin.describe_cluster()
         topics = await admin.list_topics(include_internal=args.include_internal)
+        quorum = await admin.describe_quorum()
     live = {b.node_id for b in cluster.brokers}
     all_rows = partition_rows(topics, live, problems_only=False)
     rows = [r for r in all_rows if r["state"] != "ok"] if args.problems_only else all_rows
     overview = summary(cluster, all_rows, len(all_rows))
+    if quorum is not None:
+        overview["quorum"] = quorum_summary(quorum)
     if args.output == "json":
         print_json({**overview, "partition_details": rows})
         return 0
@@ -74,6 +89,12 @@ async def _describe(args: argparse.Namespace) -> int:
     print(format_table(["broker", "host", "port", "rack", "role"], [
         [b.node_id, b.host, b.port, b.rack or "-", "controller" if b.node_id == cluster.controller_id else "broker"]
         for b in cluster.brokers]))
+    if quorum is not None:
+        print()
+        print(f"metadata quorum: leader {quorum.leader_id}, epoch {quorum.leader_epoch}, "
+              f"high watermark {quorum.high_watermark}")
+        print(format_table(["node", "role", "log end", "lag"], [
+            [r["id"], r["role"], r["log_end_offset"], r["lag"]] for r in overview["quorum"]["replicas"]]))
     if rows:
         print()
         print(format_table(["topic", "partition", "leader", "epoch", "replicas", "isr", "state"], [

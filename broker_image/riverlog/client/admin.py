@@ -155,6 +155,24 @@ class ClusterDescription:
     brokers: tuple[BrokerInfo, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class QuorumReplica:
+    node_id: int
+    log_end_offset: int
+    last_fetch_timestamp: int  # ms since the epoch, -1 if unknown
+
+
+@dataclass(frozen=True, slots=True)
+class QuorumDescription:
+    """The metadata quorum as its leader sees it (DescribeQuorum)."""
+
+    leader_id: int
+    leader_epoch: int
+    high_watermark: int
+    voters: tuple[QuorumReplica, ...]
+    observers: tuple[QuorumReplica, ...]
+
+
 class AdminClient:
     """Admin operations against a cluster reached through ``bootstrap`` (``"host:port[,...]"``).
 
@@ -422,6 +440,28 @@ class AdminClient:
             metadata.cluster_id, metadata.controller_id,
             tuple(sorted(metadata.brokers.values(), key=lambda b: b.node_id)),
         )
+
+    async def describe_quorum(self) -> QuorumDescription | None:
+        """The metadata quorum (DescribeQuorum), or None from a cluster without one (a
+        single-node Riverlog broker, or a broker that does not implement the API)."""
+        conn = await self.cluster.any_connection()
+        if not conn.supports(ApiKey.DESCRIBE_QUORUM):
+            return None
+        response = await conn.request(
+            ApiKey.DESCRIBE_QUORUM, {"topics": [{"topic_name": "__cluster_metadata", "partitions": [
+                {"partition_index": 0}]}]})
+        if response["error_code"] or not response["topics"]:
+            return None
+        part = response["topics"][0]["partitions"][0]
+        if part["error_code"]:
+            return None
+
+        def replicas(items: list[dict[str, Any]]) -> tuple[QuorumReplica, ...]:
+            return tuple(QuorumReplica(r["replica_id"], r["log_end_offset"], r.get("last_fetch_timestamp", -1))
+                         for r in items)
+
+        return QuorumDescription(part["leader_id"], part["leader_epoch"], part["high_watermark"],
+                                 replicas(part["current_voters"]), replicas(part["observers"]))
 
     # --- consumer groups ------------------------------------------------------------------------
 
