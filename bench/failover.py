@@ -49,7 +49,7 @@ TOPIC = "failover"
 
 def one_round(target: str, case: str, base: Path, overrides: dict[str, object]) -> float:
     libs = Path(kafka_dist.install()) if target == "kafka" else None
-    with ProcessCluster(base, 3, target=target, overrides=overrides, netns=False, kafka_libs=libs) as cluster:  # started
+    with ProcessCluster(base, 3, target=target, overrides=overrides, netns=False, kafka_libs=libs) as cluster:
         create_topic(cluster, TOPIC, partitions=3, replication=3, config={"min.insync.replicas": "2"})
         controller = cluster.active_controller()
         states = {p: cluster.partition_state(TOPIC, p) for p in range(3)}
