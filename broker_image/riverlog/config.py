@@ -76,7 +76,9 @@ DEFAULTS: dict[str, str] = {
     "metrics.port": "9404",
     "metrics.host": "",
     "offsets.topic.num.partitions": "50",
-    "offsets.topic.replication.factor": "1",
+    # Kafka's default; capped at the brokers registered when the topic is created, so a
+    # single broker still works (Kafka would refuse until three brokers are up).
+    "offsets.topic.replication.factor": "3",
     "group.initial.rebalance.delay.ms": "3000",
     "group.min.session.timeout.ms": "6000",
     "group.max.session.timeout.ms": "1800000",

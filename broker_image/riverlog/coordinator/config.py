@@ -23,7 +23,7 @@ class GroupConfig:
     offsets_retention_check_interval_ms: int = 600_000
     offsets_commit_timeout_ms: int = 5000
     offsets_topic_num_partitions: int = 50
-    offsets_topic_replication_factor: int = 1
+    offsets_topic_replication_factor: int = 3
     offsets_topic_segment_bytes: int = 100 * 1024 * 1024
     offsets_load_buffer_size: int = 5 * 1024 * 1024
 
