@@ -325,4 +325,9 @@ def run_broker(config: BrokerConfig) -> None:
     except ImportError:  # pragma: no cover - uvloop is a pinned dependency
         pass
     Path(config.log_dirs[0]).mkdir(parents=True, exist_ok=True)
+    if "broker" not in config.process_roles:
+        from .controller_node import ControllerNode
+
+        asyncio.run(ControllerNode(config).run_until_signalled())
+        return
     asyncio.run(Broker(config).run_until_signalled())

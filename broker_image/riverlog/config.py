@@ -286,10 +286,10 @@ class BrokerConfig:
                 f"process.roles must be broker, controller or broker,controller; got {self.get('process.roles')!r}")
         voters = self.quorum_voters()
         if not voters:
+            if "broker" not in roles:
+                raise ConfigError("process.roles=controller needs controller.quorum.voters "
+                                  "(example: controller.quorum.voters=1@node1:9093,2@node2:9093,3@node3:9093)")
             return  # single-node mode: this node is the whole cluster
-        if "broker" not in roles:
-            raise ConfigError("process.roles=controller (a dedicated controller) is not supported yet; "
-                              "use process.roles=broker,controller on the voters")
         voter_ids = {v.node_id for v in voters}
         if "controller" in roles and self.node_id not in voter_ids:
             raise ConfigError(
@@ -302,7 +302,7 @@ class BrokerConfig:
             raise ConfigError(
                 f"process.roles has the controller role but listeners has no {self.get('controller.listener.names')} "
                 "listener (example: listeners=PLAINTEXT://:9092,CONTROLLER://:9093)")
-        if not self.client_listeners():
+        if "broker" in roles and not self.client_listeners():
             raise ConfigError("process.roles has the broker role but every listener is a controller listener "
                               "(example: listeners=PLAINTEXT://:9092,CONTROLLER://:9093)")
         for key in ("controller.quorum.election.timeout.ms", "controller.quorum.fetch.timeout.ms",

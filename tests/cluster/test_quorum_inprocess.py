@@ -12,9 +12,12 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
+from riverlog.broker import Broker
+from riverlog.config import BrokerConfig
 from riverlog.controller.topic_ops import NewTopic
+from riverlog.controller_node import ControllerNode
 from riverlog.protocol.errors import ErrorCode
-from support.quorum_cluster import QuorumCluster
+from support.quorum_cluster import QuorumCluster, free_port
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(240)]
 
@@ -134,3 +137,62 @@ def test_full_restart_keeps_topics_configs_and_data(tmp_path: Path) -> None:
         assert sorted(seen) == sorted(b"v%d" % i for i in range(90))
 
     run(tmp_path, scenario)
+
+
+def test_dedicated_controllers_and_broker_only_nodes(tmp_path: Path) -> None:
+    """process.roles=controller on three voters, process.roles=broker on two observers: topics,
+    data and a controller failover, with no broker ever voting."""
+
+    async def main() -> None:
+        controller_ports = {n: free_port() for n in (1, 2, 3)}
+        client_ports = {n: free_port() for n in (4, 5)}
+        voters = ",".join(f"{n}@127.0.0.1:{p}" for n, p in controller_ports.items())
+        common = {"controller.quorum.voters": voters, "metrics.host": "127.0.0.1", "metrics.port": "0",
+                  "offsets.topic.num.partitions": "3"}
+        controllers = {n: ControllerNode(BrokerConfig({
+            **common, "node.id": str(n), "process.roles": "controller",
+            "listeners": f"CONTROLLER://127.0.0.1:{p}", "log.dirs": str(tmp_path / f"controller{n}")}))
+            for n, p in controller_ports.items()}
+        brokers = {n: Broker(BrokerConfig({
+            **common, "node.id": str(n), "process.roles": "broker",
+            "listeners": f"PLAINTEXT://127.0.0.1:{p}", "log.dirs": str(tmp_path / f"broker{n}")}))
+            for n, p in client_ports.items()}
+        await asyncio.gather(*(c.start() for c in controllers.values()), *(b.start() for b in brokers.values()))
+        try:
+            def active() -> int | None:
+                ids = [n for n, c in controllers.items() if c.quorum is not None and c.quorum.is_active]
+                return ids[0] if len(ids) == 1 else None
+
+            await wait_for(lambda: active() is not None, "an active controller")
+            await wait_for(lambda: all(b.controller.image.live_broker_ids() == {4, 5} for b in brokers.values()),
+                           "both brokers registered and unfenced")
+            (outcome,) = await brokers[4].controller.create_topics(
+                [NewTopic("dedicated", 3, 2)], validate_only=False, default_partitions=1, default_replication=2)
+            assert outcome.error == ErrorCode.NONE, outcome.message
+            bootstrap = ",".join(f"127.0.0.1:{p}" for p in client_ports.values())
+            seen = await asyncio.to_thread(produce_and_read, bootstrap, "dedicated", 90)
+            assert sorted(seen) == sorted(b"v%d" % i for i in range(90))
+            # The active controller dies; another one takes over and the brokers keep going.
+            first = active()
+            assert first is not None
+            await controllers.pop(first).halt()
+            await wait_for(lambda: active() not in (None, first), "a new active controller")
+            (outcome,) = await brokers[5].controller.create_topics(
+                [NewTopic("after", 1, 2)], validate_only=False, default_partitions=1, default_replication=2)
+            assert outcome.error == ErrorCode.NONE, outcome.message
+            assert brokers[4].controller.image.live_broker_ids() == {4, 5}
+        finally:
+            for broker in brokers.values():
+                await broker.stop()
+            for node in controllers.values():
+                await node.stop()
+
+    asyncio.run(main())
+
+
+async def wait_for(condition: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
+        await asyncio.sleep(0.02)

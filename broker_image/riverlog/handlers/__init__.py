@@ -29,8 +29,11 @@ from .metadata import handle_describe_topic_partitions, handle_metadata
 from .produce import handle_produce
 from .producer_ids import handle_init_producer_id
 from .quorum import (
+    QuorumHost,
     handle_begin_quorum_epoch,
+    handle_controller_api_versions,
     handle_controller_call,
+    handle_controller_fetch,
     handle_describe_quorum,
     handle_end_quorum_epoch,
     handle_fetch_snapshot,
@@ -99,4 +102,26 @@ def build_apis(broker: Broker) -> dict[int, Api]:
         request, response = MESSAGES[key]
         apis[key] = Api(int(key), request, response, functools.partial(fn, broker),
                         ADVERTISED_MIN.get(key, request.valid[0]), request.valid[1])
+    return apis
+
+
+# A dedicated controller (process.roles=controller) serves only the metadata quorum's APIs.
+CONTROLLER_HANDLERS: dict[ApiKey, Callable[[QuorumHost, RequestContext, dict[str, Any]],
+                                           Awaitable[dict[str, Any] | None]]] = {
+    ApiKey.API_VERSIONS: handle_controller_api_versions,
+    ApiKey.FETCH: handle_controller_fetch,
+    ApiKey.VOTE: handle_vote,
+    ApiKey.BEGIN_QUORUM_EPOCH: handle_begin_quorum_epoch,
+    ApiKey.END_QUORUM_EPOCH: handle_end_quorum_epoch,
+    ApiKey.FETCH_SNAPSHOT: handle_fetch_snapshot,
+    ApiKey.DESCRIBE_QUORUM: handle_describe_quorum,
+    ApiKey.RIVERLOG_CONTROLLER_CALL: handle_controller_call,
+}
+
+
+def build_controller_apis(node: QuorumHost) -> dict[int, Api]:
+    apis: dict[int, Api] = {}
+    for key, fn in CONTROLLER_HANDLERS.items():
+        request, response = MESSAGES[key]
+        apis[key] = Api(int(key), request, response, functools.partial(fn, node), request.valid[0], request.valid[1])
     return apis

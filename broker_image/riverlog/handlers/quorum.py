@@ -9,7 +9,7 @@ mode) answers them with an error: it is nobody's voter.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..client.connection import BrokerConnection
 from ..controller.quorum import wire
@@ -26,7 +26,17 @@ from ..server.dispatch import RequestContext
 from .common import Body
 
 if TYPE_CHECKING:
-    from ..broker import Broker
+    from ..controller.quorum.controller import QuorumController
+    from ..server.dispatch import Dispatcher
+
+
+class QuorumHost(Protocol):
+    """What these handlers need of the node serving them: a broker or a dedicated controller."""
+
+    node_id: int
+    cluster_id: str
+    quorum: QuorumController | None
+    dispatcher: Dispatcher
 
 _RESPONSE_TYPE: dict[int, type] = {
     ApiKey.VOTE: VoteResponse,
@@ -43,7 +53,7 @@ def is_metadata_fetch(req: Body) -> bool:
     return any(t.get("topic") == wire.METADATA_TOPIC or t.get("topic_id") == wire.METADATA_TOPIC_ID for t in topics)
 
 
-async def handle_raft_request(api_key: int, broker: Broker, ctx: RequestContext, req: Body) -> Body | None:
+async def handle_raft_request(api_key: int, broker: QuorumHost, ctx: RequestContext, req: Body) -> Body | None:
     quorum = broker.quorum
     version = ctx.version
     if quorum is None:
@@ -57,23 +67,23 @@ async def handle_raft_request(api_key: int, broker: Broker, ctx: RequestContext,
     return wire.encode_response(answer, api_key, version)
 
 
-async def handle_vote(broker: Broker, ctx: RequestContext, req: Body) -> Body | None:
+async def handle_vote(broker: QuorumHost, ctx: RequestContext, req: Body) -> Body | None:
     return await handle_raft_request(ApiKey.VOTE, broker, ctx, req)
 
 
-async def handle_begin_quorum_epoch(broker: Broker, ctx: RequestContext, req: Body) -> Body | None:
+async def handle_begin_quorum_epoch(broker: QuorumHost, ctx: RequestContext, req: Body) -> Body | None:
     return await handle_raft_request(ApiKey.BEGIN_QUORUM_EPOCH, broker, ctx, req)
 
 
-async def handle_end_quorum_epoch(broker: Broker, ctx: RequestContext, req: Body) -> Body | None:
+async def handle_end_quorum_epoch(broker: QuorumHost, ctx: RequestContext, req: Body) -> Body | None:
     return await handle_raft_request(ApiKey.END_QUORUM_EPOCH, broker, ctx, req)
 
 
-async def handle_fetch_snapshot(broker: Broker, ctx: RequestContext, req: Body) -> Body | None:
+async def handle_fetch_snapshot(broker: QuorumHost, ctx: RequestContext, req: Body) -> Body | None:
     return await handle_raft_request(ApiKey.FETCH_SNAPSHOT, broker, ctx, req)
 
 
-async def handle_controller_call(broker: Broker, ctx: RequestContext, req: Body) -> Body:
+async def handle_controller_call(broker: QuorumHost, ctx: RequestContext, req: Body) -> Body:
     quorum = broker.quorum
     if quorum is None:
         return {"error_code": ErrorCode.NOT_CONTROLLER,
@@ -81,7 +91,7 @@ async def handle_controller_call(broker: Broker, ctx: RequestContext, req: Body)
     return await quorum.serve_call(req["caller_id"], req["cluster_id"], req["method"], req["arguments"])
 
 
-async def handle_describe_quorum(broker: Broker, ctx: RequestContext, req: Body) -> Body:
+async def handle_describe_quorum(broker: QuorumHost, ctx: RequestContext, req: Body) -> Body:
     """The quorum's state as its leader knows it (``kafka-metadata-quorum describe --status
     --replication``). Any broker may be asked: a non-leader passes the request to the leader."""
     quorum = broker.quorum
@@ -133,3 +143,15 @@ async def handle_describe_quorum(broker: Broker, ctx: RequestContext, req: Body)
 
 def _describe_quorum_error(code: ErrorCode, message: str) -> Body:
     return {"error_code": code, "error_message": message, "topics": [], "nodes": []}
+
+
+async def handle_controller_fetch(broker: QuorumHost, ctx: RequestContext, req: Body) -> Body | None:
+    """Fetch on a dedicated controller: only ``__cluster_metadata`` lives here."""
+    if not is_metadata_fetch(req):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "session_id": 0,
+                "responses": []}
+    return await handle_raft_request(ApiKey.FETCH, broker, ctx, req)
+
+
+async def handle_controller_api_versions(broker: QuorumHost, ctx: RequestContext, req: Body) -> Body:
+    return dict(broker.dispatcher.supported_versions(), throttle_time_ms=0)

@@ -1,0 +1,97 @@
+"""A dedicated controller (``process.roles=controller``): a voter of the metadata quorum that
+hosts no partitions and serves no clients.
+
+It is the quorum half of a combined node: its CONTROLLER listener answers the Raft RPCs, the
+brokers' forwarded controller calls and DescribeQuorum, and nothing else (other requests get
+UNSUPPORTED_VERSION, as Kafka's controller listener does). When it is the active controller it
+fences brokers whose heartbeats stop and runs the leader rebalance, like any active controller.
+Brokers (``process.roles=broker``) follow its log as observers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import time
+
+from .config import BrokerConfig
+from .controller.local import cluster_id_for_voters, read_or_create_cluster_id
+from .controller.quorum.controller import QuorumController
+from .handlers import build_controller_apis
+from .metrics import HealthServer, Metrics
+from .server.connection import Connection
+from .server.dispatch import Dispatcher
+
+log = logging.getLogger(__name__)
+
+
+class ControllerNode:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.node_id = config.node_id
+        metadata_dir = config.metadata_log_dir.resolve()
+        voters = config.get("controller.quorum.voters")
+        self.cluster_id = read_or_create_cluster_id(metadata_dir, self.node_id, config.get("cluster.id"),
+                                                    cluster_id_for_voters(voters))
+        self.quorum: QuorumController | None = QuorumController(config, self.cluster_id)
+        self.metrics = Metrics()
+        self.dispatcher = Dispatcher(build_controller_apis(self), self.metrics)
+        self.health = HealthServer(self.metrics, config.get("metrics.host"), config.get_int("metrics.port"))
+        self.connections: set[Connection] = set()
+        self._servers: list[asyncio.Server] = []
+
+    async def start(self) -> None:
+        started = time.monotonic()
+        loop = asyncio.get_running_loop()
+        max_frame = self.config.get_int("socket.request.max.bytes")
+        for listener in self.config.controller_listeners():
+            server = await loop.create_server(
+                lambda: self._new_connection(max_frame), host=listener.host or None, port=listener.port,
+                reuse_address=True, backlog=1024)
+            self._servers.append(server)
+        assert self.quorum is not None
+        await self.quorum.start()
+        await self.health.start()
+        self.health.ready = True
+        log.info("Riverlog controller %d ready in %.2fs: cluster %s, voters %s, listeners %s", self.node_id,
+                 time.monotonic() - started, self.cluster_id, self.config.get("controller.quorum.voters"),
+                 ", ".join(f"{lst.name}://{lst.host or '0.0.0.0'}:{lst.port}"
+                           for lst in self.config.controller_listeners()))
+
+    def _new_connection(self, max_frame: int) -> Connection:
+        conn = Connection(self.dispatcher.handle, max_frame=max_frame, max_queued=100,
+                          on_close=self.connections.discard)
+        self.connections.add(conn)
+        return conn
+
+    async def stop(self) -> None:
+        self.health.ready = False
+        if self.quorum is not None:
+            await self.quorum.stop()  # a leader resigns while its listener still answers
+        for server in self._servers:
+            server.close()
+        for conn in list(self.connections):
+            conn.close()
+        await self.health.stop()
+
+    async def halt(self) -> None:
+        """As kill -9 would: no resignation, sockets dropped."""
+        self.health.ready = False
+        for server in self._servers:
+            server.close()
+        for conn in list(self.connections):
+            conn.abort()
+        if self.quorum is not None:
+            await self.quorum.halt()
+        await self.health.stop()
+
+    async def run_until_signalled(self) -> None:
+        await self.start()
+        loop = asyncio.get_running_loop()
+        stop = asyncio.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+        log.info("shutting down controller %d", self.node_id)
+        await self.stop()
