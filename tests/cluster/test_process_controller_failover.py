@@ -11,7 +11,8 @@ from collections.abc import Callable
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from support.cluster_workload import RESILIENT_CLIENT, create_topic
-from support.process_cluster import ProcessCluster, QuorumState
+from support.kafka_wire import QuorumState
+from support.process_cluster import ProcessCluster
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
 

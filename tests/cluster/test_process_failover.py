@@ -22,7 +22,8 @@ from support.cluster_workload import (
     format_problems,
     read_partition,
 )
-from support.process_cluster import PartitionState, ProcessCluster
+from support.kafka_wire import PartitionState
+from support.process_cluster import ProcessCluster
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(420)]
 

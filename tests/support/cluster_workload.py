@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
 from riverlog.protocol.record_batch import Record
 
 from support.process_cluster import ProcessCluster
@@ -35,11 +34,20 @@ RESILIENT_CLIENT: dict[str, Any] = {
 
 def create_topic(cluster: ProcessCluster, name: str, *, partitions: int = 1, replication: int = 3,
                  config: Mapping[str, str] | None = None, timeout: float = 60.0) -> None:
-    """CreateTopics, then wait until every partition has a leader and a complete ISR."""
-    future = cluster.admin().create_topics(
-        [NewTopic(name, num_partitions=partitions, replication_factor=replication, config=dict(config or {}))],
-        request_timeout=30)[name]
-    future.result(timeout=40)
+    """CreateTopics, then wait until every partition has a leader and a complete ISR.
+
+    Sent with kafka-python (pure Python), not librdkafka's Admin API, which can abort the
+    process when brokers fail (see support/kafka_wire.py); tests create topics right after
+    faults."""
+    from kafka.admin import KafkaAdminClient
+
+    servers = [n.bootstrap for n in cluster.nodes if n.reachable]
+    admin = KafkaAdminClient(bootstrap_servers=servers, request_timeout_ms=30_000, client_id="create-topic")
+    try:
+        admin.create_topics({name: {"num_partitions": partitions, "replication_factor": replication,
+                                    "configs": dict(config or {})}}, timeout_ms=30_000)
+    finally:
+        admin.close()
 
     def ready() -> bool:
         states = [cluster.partition_state(name, p) for p in range(partitions)]
@@ -411,8 +419,9 @@ class GroupMember:
 
 
 class CommittedOffsetMonitor:
-    """Polls a group's committed offsets (OffsetFetch through the admin API) and records every
-    observation, so a commit that moves backwards or vanishes is caught."""
+    """Polls a group's committed offsets (OffsetFetch from the group coordinator, through a
+    consumer that never joins the group) and records every observation, so a commit that moves
+    backwards or vanishes is caught."""
 
     def __init__(self, bootstrap: str, group: str, topic: str, partitions: Sequence[int],
                  interval: float = 0.5) -> None:
@@ -420,13 +429,18 @@ class CommittedOffsetMonitor:
         self.topic = topic
         self.partitions = list(partitions)
         self.interval = interval
-        self.admin = AdminClient({**RESILIENT_CLIENT, "bootstrap.servers": bootstrap, "socket.timeout.ms": 5000})
+        # Not librdkafka's Admin API (see support/kafka_wire.py): a group consumer's
+        # committed() goes through its own coordinator lookup. It never subscribes, so it is
+        # never a member and never commits.
+        self.consumer = Consumer({**RESILIENT_CLIENT, "bootstrap.servers": bootstrap, "group.id": group,
+                                  "client.id": f"offset-monitor-{group}", "enable.auto.commit": False})
         # partition -> [(time since start, committed offset; negative: none)]
         self.observations: dict[int, list[tuple[float, int]]] = {p: [] for p in self.partitions}
         self.errors = 0
         self._start = time.monotonic()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
 
     def start(self) -> CommittedOffsetMonitor:
         self._thread = threading.Thread(target=self._run, name=f"offsets-{self.group}", daemon=True)
@@ -434,13 +448,11 @@ class CommittedOffsetMonitor:
         return self
 
     def committed(self, timeout: float = 5.0) -> dict[int, int]:
-        from confluent_kafka import ConsumerGroupTopicPartitions
-
-        request = ConsumerGroupTopicPartitions(self.group, [TopicPartition(self.topic, p) for p in self.partitions])
-        result = self.admin.list_consumer_group_offsets([request], request_timeout=timeout)[self.group]
-        described = result.result(timeout=timeout + 1)
+        with self._lock:
+            answer = self.consumer.committed([TopicPartition(self.topic, p) for p in self.partitions],
+                                             timeout=timeout)
         out: dict[int, int] = {}
-        for tp in described.topic_partitions:
+        for tp in answer:
             if tp.error is not None:
                 raise KafkaException(tp.error)
             out[tp.partition] = int(tp.offset)
@@ -462,6 +474,11 @@ class CommittedOffsetMonitor:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=30)
+
+    def close(self) -> None:
+        self.stop()
+        with self._lock:
+            self.consumer.close()
 
     def backward_moves(self) -> list[str]:
         """Every observation below an earlier one (a vanished commit counts: once a partition

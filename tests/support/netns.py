@@ -19,9 +19,9 @@ anything outside this network. Faults:
   clients in the root namespace still reach everyone. :meth:`heal_partition` removes it.
 
 Parallel runs: a subnet index ``k`` is claimed with an ``flock`` on a file in ``LOCK_DIR`` held
-for the life of the object, so two runs never share a subnet or a name prefix. Holding the lock
-also proves that anything already named with that prefix is a leftover of a crashed run (its
-lock died with it): it is removed, including processes still running in its namespaces.
+for the life of the object, so two runs never share a subnet or a name prefix. A prefix whose
+lock nobody holds is a leftover of a crashed run (its lock died with it): :meth:`create` removes
+every such leftover, including processes still running in its namespaces.
 Cleanup runs on :meth:`close`, on leaving the ``with`` block and at interpreter exit.
 """
 
@@ -32,6 +32,7 @@ import contextlib
 import fcntl
 import ipaddress
 import os
+import re
 import signal
 import subprocess
 import weakref
@@ -117,6 +118,24 @@ def remove_prefix(prefix: str) -> None:
     for link in _links():
         if link.startswith(prefix):
             _run(["ip", "link", "del", link], check=False)
+
+
+def sweep_stale() -> None:
+    """Remove the leftovers of every crashed run, whatever subnet it had: a prefix whose lock
+    nobody holds belongs to a process that is gone (a live run, here or in a parallel
+    process, holds its lock and is skipped)."""
+    names = [*_namespaces(), *_links()]
+    prefixes = {name[:5] for name in names if re.fullmatch(r"rvl[0-9a-f]{2}(br|[hn]\d+|-\d+)", name)}
+    if not prefixes:
+        return
+    LOCK_DIR.mkdir(parents=True, exist_ok=True)
+    for prefix in sorted(prefixes):
+        with open(LOCK_DIR / f"{int(prefix[3:], 16)}.lock", "w") as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue
+            remove_prefix(prefix)  # the lock is released when the file closes
 
 
 # Live instances, closed at interpreter exit (a crashed or interrupted test session).
@@ -209,6 +228,7 @@ class NetworkNamespaces:
             return self
         if self._closed:
             raise NetnsError("closed; make a new NetworkNamespaces")
+        sweep_stale()
         self._claim_subnet()
         _LIVE.add(self)
         self._created = True

@@ -27,23 +27,23 @@ import atexit
 import contextlib
 import os
 import re
+import shutil
 import signal
-import socket
-import struct
 import subprocess
 import sys
 import threading
 import time
 import weakref
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
 from riverlog.protocol.record_batch import Record, iter_records
 
+from support import kafka_wire
 from support.brokers import BROKER_IMAGE, RIVERLOG_ONLY_KEYS, free_port, kafka_dist, selected_target
+from support.kafka_wire import ClusterView, PartitionState, QuorumState
 from support.netns import NetworkNamespaces
 
 CLIENT_PORT = 9092
@@ -94,6 +94,15 @@ class NodeExited(ClusterError):
     """A node that should be running has exited on its own (waiting longer will not help)."""
 
 
+def _die_with_parent() -> list[str]:
+    """``setpriv --pdeathsig KILL``: the node gets SIGKILL when the thread that started it
+    dies, so a test process that crashes (no atexit, no fixture teardown) leaves no node
+    running. setpriv and ``ip netns exec`` both exec, so the node keeps the pid we signal.
+    Nodes must therefore be started from a thread that outlives them (the test's own)."""
+    setpriv = shutil.which("setpriv")
+    return [setpriv, "--pdeathsig", "KILL", "--"] if setpriv else []
+
+
 def riverlog_command(config_path: Path) -> list[str]:
     """Riverlog's broker command line: the one place to change if the CLI changes."""
     return [sys.executable, "-m", "riverlog", "broker", "--config", str(config_path)]
@@ -107,115 +116,9 @@ def riverlog_env() -> dict[str, str]:
     return env
 
 
-@dataclass(frozen=True)
-class PartitionState:
-    leader: int
-    replicas: tuple[int, ...]
-    isr: tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class QuorumState:
-    leader_id: int
-    leader_epoch: int
-    high_watermark: int
-    # voter id -> its log end offset as the leader last saw it (-1 unknown)
-    voters: dict[int, int]
-
-
 T = TypeVar("T")
 
 SEGMENT_NAME = re.compile(r"^\d{20}\.log$")
-
-
-def describe_quorum(host: str, port: int, timeout: float = ADMIN_TIMEOUT) -> QuorumState:
-    """DescribeQuorum v0 over a raw socket to one chosen node. Hand-written (as
-    ``kafka_dist.api_versions``) because the Python clients pick the node themselves, and a
-    frozen or cut-off node would make them wait out their timeouts."""
-    correlation_id = 55
-    client_id = b"process-cluster"
-    name = b"__cluster_metadata"
-    # Request header v2 (flexible): key, version, correlation id, client id, no tagged fields.
-    header = struct.pack(">hhih", 55, 0, correlation_id, len(client_id)) + client_id + b"\x00"
-    # Body: topics [name, partitions [index, tags], tags], tags. Compact arrays/strings: n+1.
-    body = b"\x02" + bytes([len(name) + 1]) + name + b"\x02" + struct.pack(">i", 0) + b"\x00\x00\x00"
-    frame = header + body
-    with socket.create_connection((host, port), timeout=timeout) as sock:
-        sock.settimeout(timeout)
-        sock.sendall(struct.pack(">i", len(frame)) + frame)
-        (size,) = struct.unpack(">i", _recv_exact(sock, 4))
-        data = _recv_exact(sock, size)
-    reader = _Reader(data)
-    if reader.int32() != correlation_id:
-        raise ClusterError("DescribeQuorum: correlation id mismatch")
-    reader.skip_tags()
-    if error := reader.int16():
-        raise ClusterError(f"DescribeQuorum error code {error}")
-    for _ in range(reader.uvarint() - 1):
-        reader.compact_string()
-        for _ in range(reader.uvarint() - 1):
-            reader.int32()  # partition index
-            if error := reader.int16():
-                raise ClusterError(f"DescribeQuorum partition error code {error}")
-            leader_id, leader_epoch, high_watermark = reader.int32(), reader.int32(), reader.int64()
-            voters = {}
-            for _ in range(reader.uvarint() - 1):
-                replica_id, log_end = reader.int32(), reader.int64()
-                reader.skip_tags()
-                voters[replica_id] = log_end
-            return QuorumState(leader_id, leader_epoch, high_watermark, voters)
-    raise ClusterError("DescribeQuorum: no __cluster_metadata partition in the response")
-
-
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
-    chunks = bytearray()
-    while len(chunks) < n:
-        chunk = sock.recv(n - len(chunks))
-        if not chunk:
-            raise ConnectionError("connection closed by the server")
-        chunks += chunk
-    return bytes(chunks)
-
-
-class _Reader:
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-        self.pos = 0
-
-    def _unpack(self, fmt: str) -> int:
-        (value,) = struct.unpack_from(fmt, self.data, self.pos)
-        self.pos += struct.calcsize(fmt)
-        return int(value)
-
-    def int16(self) -> int:
-        return self._unpack(">h")
-
-    def int32(self) -> int:
-        return self._unpack(">i")
-
-    def int64(self) -> int:
-        return self._unpack(">q")
-
-    def uvarint(self) -> int:
-        value = shift = 0
-        while True:
-            byte = self.data[self.pos]
-            self.pos += 1
-            value |= (byte & 0x7F) << shift
-            if not byte & 0x80:
-                return value
-            shift += 7
-
-    def compact_string(self) -> str:
-        length = self.uvarint() - 1
-        text = self.data[self.pos:self.pos + max(length, 0)].decode()
-        self.pos += max(length, 0)
-        return text
-
-    def skip_tags(self) -> None:
-        for _ in range(self.uvarint()):
-            self.uvarint()  # tag
-            self.pos += self.uvarint()  # size, then skip the value
 
 
 class ClusterNode:
@@ -476,7 +379,7 @@ class ProcessCluster:
         else:
             cmd = riverlog_command(node.config_path)
         prefix = self.net.command_prefix(node.node_id) if self.net is not None else []
-        return [*prefix, *cmd]
+        return [*prefix, *_die_with_parent(), *cmd]
 
     def _libs(self) -> Path:
         if self.kafka_libs is None:
@@ -590,7 +493,9 @@ class ProcessCluster:
     # --- cluster state through the Kafka protocol --------------------------------------------
 
     def admin(self) -> Any:
-        """A shared confluent-kafka AdminClient bootstrapped from every node."""
+        """A shared confluent-kafka AdminClient bootstrapped from every node. For tests' own
+        requests while the cluster is stable: the harness polls with :mod:`support.kafka_wire`
+        (see there why not with librdkafka's Admin API during faults)."""
         from confluent_kafka.admin import AdminClient
 
         with self._admin_lock:
@@ -598,14 +503,23 @@ class ProcessCluster:
                 self._admin_client = AdminClient({
                     "bootstrap.servers": self.bootstrap, "client.id": "process-cluster-harness", "log_level": 2,
                     "socket.timeout.ms": int(ADMIN_TIMEOUT * 1000), "reconnect.backoff.max.ms": 500,
-                    "topic.metadata.refresh.interval.ms": 1000,
                 })
             return self._admin_client
 
+    def metadata(self, node_id: int | None = None, timeout: float = ADMIN_TIMEOUT) -> ClusterView:
+        """Metadata as node ``node_id`` sees it, or as the first reachable node that answers."""
+        nodes = [self.node(node_id)] if node_id is not None else [n for n in self.nodes if n.reachable]
+        errors: list[str] = []
+        for node in nodes:
+            try:
+                return kafka_wire.metadata(node.host, node.port, timeout)
+            except (OSError, kafka_wire.WireError) as exc:
+                errors.append(f"node {node.node_id}: {exc!r}")
+        raise ClusterError(f"no node answered Metadata: {errors}")
+
     def brokers(self, timeout: float = ADMIN_TIMEOUT) -> set[int]:
-        """Ids of the live (registered, unfenced) brokers, from DescribeCluster."""
-        result = self.admin().describe_cluster(request_timeout=timeout).result(timeout=timeout + 1)
-        return {node.id for node in result.nodes}
+        """Ids of the live (registered, unfenced) brokers."""
+        return set(self.metadata(timeout=timeout).brokers)
 
     def quorum(self, timeout: float = ADMIN_TIMEOUT) -> QuorumState:
         """The metadata quorum as the active controller reports it (DescribeQuorum, which a
@@ -613,8 +527,8 @@ class ProcessCluster:
         errors: list[str] = []
         for node in [n for n in self.nodes if n.reachable]:
             try:
-                return describe_quorum(node.host, node.port, timeout)
-            except (OSError, ClusterError) as exc:
+                return kafka_wire.describe_quorum(node.host, node.port, timeout)
+            except (OSError, kafka_wire.WireError) as exc:
                 errors.append(f"node {node.node_id}: {exc!r}")
         raise ClusterError(f"no node answered DescribeQuorum: {errors}")
 
@@ -625,33 +539,33 @@ class ProcessCluster:
         return leader
 
     def partition_state(self, topic: str, partition: int, timeout: float = ADMIN_TIMEOUT) -> PartitionState:
-        metadata = self.admin().list_topics(topic=topic, timeout=timeout)
-        described = metadata.topics[topic]
-        if described.error is not None:
-            raise ClusterError(f"metadata for {topic}: {described.error}")
-        p = described.partitions[partition]
-        return PartitionState(p.leader, tuple(p.replicas), tuple(p.isrs))
+        view = self.metadata(timeout=timeout)
+        if (topic, partition) not in view.partitions:
+            raise ClusterError(f"no metadata for {topic}-{partition} (topic errors {view.topic_errors})")
+        return view.partitions[(topic, partition)]
 
     def all_partitions(self, timeout: float = ADMIN_TIMEOUT) -> dict[tuple[str, int], PartitionState]:
         """Every partition (internal topics included) with its leader, replicas and ISR."""
-        metadata = self.admin().list_topics(timeout=timeout)
-        return {
-            (name, index): PartitionState(p.leader, tuple(p.replicas), tuple(p.isrs))
-            for name, topic in metadata.topics.items()
-            for index, p in topic.partitions.items()
-        }
+        return self.metadata(timeout=timeout).partitions
 
-    def fully_replicated(self, topics: Iterable[str] | None = None) -> bool:
-        """Every partition (of ``topics``, default all) has a leader and a complete ISR."""
-        wanted = None if topics is None else set(topics)
-        parts = self.all_partitions()
-        if wanted is not None and not wanted <= {name for name, _ in parts}:
+    def healthy(self, topics: Iterable[str] | None = None) -> bool:
+        """Every node runs and is reachable, and each one's metadata lists every node as a live
+        broker and every partition (of ``topics``, default all) with a leader and a complete
+        ISR. Asking every node, not one, keeps a node with a stale view from passing."""
+        if not all(n.reachable for n in self.nodes):
             return False
-        return all(
-            state.leader >= 0 and set(state.isr) == set(state.replicas)
-            for (name, _), state in parts.items()
-            if wanted is None or name in wanted
-        )
+        wanted = None if topics is None else set(topics)
+        everyone = {n.node_id for n in self.nodes}
+        for node in self.nodes:
+            view = self.metadata(node.node_id)
+            if view.brokers != everyone:
+                return False
+            if wanted is not None and not wanted <= {name for name, _ in view.partitions}:
+                return False
+            for (name, _), state in view.partitions.items():
+                if (wanted is None or name in wanted) and (state.leader < 0 or set(state.isr) != set(state.replicas)):
+                    return False
+        return True
 
     # --- waiting -----------------------------------------------------------------------------
 
