@@ -87,6 +87,7 @@ class Broker:
         self.coordinator = GroupCoordinator(GroupConfig.from_broker(config), self.node_id, self.replicas,
                                             self.controller)
         self.metrics.track_consumer_groups(self.coordinator.offset_samples, self.coordinator.group_samples)
+        self.metrics.track_controller(self._controller_stats)
         # --- log compaction (cluster/log_cleaner.py): its own threads, started and stopped below.
         self.log_cleaner = LogCleaner(config, self.replicas, self.metrics.registry)
         self.dispatcher = Dispatcher(build_apis(self), self.metrics)
@@ -100,6 +101,12 @@ class Broker:
     @property
     def image(self) -> MetadataImage:
         return self.controller.image
+
+    def _controller_stats(self) -> tuple[bool, int]:
+        # A quorum member knows whether it is the active controller; otherwise the controller
+        # (own or shared by in-process brokers) is credited to the broker it names.
+        active = self.quorum.is_active if self.quorum is not None else self.controller.controller_id == self.node_id
+        return active, self.image.offline_partition_count() if active else 0
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()

@@ -36,10 +36,16 @@ class ControllerNode:
                                                     cluster_id_for_voters(voters))
         self.quorum: QuorumController | None = QuorumController(config, self.cluster_id)
         self.metrics = Metrics()
+        self.metrics.track_controller(self._controller_stats)
         self.dispatcher = Dispatcher(build_controller_apis(self), self.metrics)
         self.health = HealthServer(self.metrics, config.get("metrics.host"), config.get_int("metrics.port"))
         self.connections: set[Connection] = set()
         self._servers: list[asyncio.Server] = []
+
+    def _controller_stats(self) -> tuple[bool, int]:
+        quorum = self.quorum
+        active = quorum is not None and quorum.is_active
+        return active, quorum.image.offline_partition_count() if quorum is not None and active else 0
 
     async def start(self) -> None:
         started = time.monotonic()

@@ -31,6 +31,8 @@ PartitionStats = tuple[str, int, int, int, int, int, bool, int, int]
 GroupOffsetStats = tuple[str, str, int, int, int | None]
 # (group, state, member count)
 GroupStats = tuple[str, str, int]
+# (whether this node is the active controller, partitions without a leader as it sees them)
+ControllerStats = tuple[bool, int]
 
 
 class _PartitionCollector(Collector):
@@ -109,6 +111,26 @@ class _ConsumerGroupCollector(Collector):
         yield from (committed, lag, members, states)
 
 
+class _ControllerCollector(Collector):
+    """Kafka's ActiveControllerCount and OfflinePartitionsCount, read at scrape time.
+
+    Only the active controller reports 1 and the offline count (every other node 0 and 0), as in
+    Kafka, so summing over a cluster's nodes gives exact numbers: an alert on the sum of the first
+    being other than 1 catches a cluster without a controller (or a split one).
+    """
+
+    def __init__(self, source: Callable[[], ControllerStats]) -> None:
+        self._source = source
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        active, offline = self._source()
+        yield GaugeMetricFamily("riverlog_active_controller_count",
+                                "1 on the active controller, 0 on every other node", value=int(active))
+        yield GaugeMetricFamily("riverlog_offline_partitions_count",
+                                "Partitions without a leader (reported by the active controller only)",
+                                value=offline if active else 0)
+
+
 class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
@@ -132,6 +154,9 @@ class Metrics:
     def track_consumer_groups(self, offsets: Callable[[], Iterable[GroupOffsetStats]],
                               groups: Callable[[], Iterable[GroupStats]]) -> None:
         self.registry.register(_ConsumerGroupCollector(offsets, groups))
+
+    def track_controller(self, source: Callable[[], ControllerStats]) -> None:
+        self.registry.register(_ControllerCollector(source))
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -74,3 +74,6 @@ def test_metrics_and_health(broker_factory, broker_target) -> None:
     assert sample_value(text, "riverlog_log_end_offset", topic="metered", partition="0") + sample_value(
         text, "riverlog_log_end_offset", topic="metered", partition="1") == 25
     assert re.search(r"^process_resident_memory_bytes ", text, re.M)
+    # A single broker is its own active controller, and every partition has its leader.
+    assert sample_value(text, "riverlog_active_controller_count") == 1
+    assert sample_value(text, "riverlog_offline_partitions_count") == 0

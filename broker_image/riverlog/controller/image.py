@@ -94,6 +94,12 @@ class MetadataImage:
         """Registered, unfenced brokers: the ones that may lead or join an ISR."""
         return frozenset(b.broker_id for b in self.brokers.values() if not b.fenced)
 
+    def offline_partition_count(self) -> int:
+        """Partitions without a live leader (Kafka's OfflinePartitionsCount)."""
+        live = self.live_broker_ids()
+        return sum(1 for topic in self.topics.values() for p in topic.partitions.values()
+                   if p.leader < 0 or p.leader not in live)
+
     def apply(self, records: Iterable[Record]) -> MetadataImage:
         """A new image with ``records`` applied; ``self`` is unchanged."""
         brokers = dict(self.brokers)
