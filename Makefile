@@ -12,10 +12,9 @@ DATA ?= ./data
 
 .PHONY: run test lint typecheck unit integration cluster deps system-deps java-deps clean bench
 
-$(STAMP): pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test]'
+# scripts/install.sh is also the Dockerfile's install step: the image installs what CI tested.
+$(STAMP): pyproject.toml scripts/install.sh
+	PYTHON=$(PYTHON) sh scripts/install.sh $(VENV) test
 	@rm -f $(VENV)/.installed-*
 	@touch $(STAMP)
 
