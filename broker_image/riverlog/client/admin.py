@@ -463,6 +463,51 @@ class AdminClient:
         return QuorumDescription(part["leader_id"], part["leader_epoch"], part["high_watermark"],
                                  replicas(part["current_voters"]), replicas(part["observers"]))
 
+    # --- partition reassignments ------------------------------------------------------------------
+
+    async def alter_partition_reassignments(
+        self, targets: Mapping[TopicPartition, Sequence[int] | None], *, timeout_ms: int = 60_000
+    ) -> dict[TopicPartition, BrokerError | None]:
+        """Start (a replica list) or cancel (None) reassignments; per partition, None when the
+        controller accepted it, else the refusal (INVALID_REPLICA_ASSIGNMENT, ...)."""
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for (topic, partition), replicas in sorted(targets.items()):
+            by_topic.setdefault(topic, []).append(
+                {"partition_index": partition, "replicas": None if replicas is None else list(replicas)})
+        body = {"timeout_ms": timeout_ms, "allow_replication_factor_change": True,
+                "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
+        out: dict[TopicPartition, BrokerError | None] = {}
+
+        async def attempt() -> None:
+            response = await self._controller_request(ApiKey.ALTER_PARTITION_REASSIGNMENTS, body)
+            check_error(response["error_code"], "alter partition reassignments", response.get("error_message"))
+            out.clear()
+            for t in response["responses"]:
+                for p in t["partitions"]:
+                    code = p["error_code"]
+                    out[(t["name"], p["partition_index"])] = None if code == ErrorCode.NONE else BrokerError(
+                        code, f"reassign {t['name']} partition {p['partition_index']}", p.get("error_message"))
+
+        await self._retry_controller(attempt)
+        return out
+
+    async def list_partition_reassignments(self) -> dict[TopicPartition, tuple[list[int], list[int], list[int]]]:
+        """Ongoing reassignments: (replicas, adding, removing) per partition."""
+        out: dict[TopicPartition, tuple[list[int], list[int], list[int]]] = {}
+
+        async def attempt() -> None:
+            response = await self._controller_request(
+                ApiKey.LIST_PARTITION_REASSIGNMENTS, {"timeout_ms": 30_000, "topics": None})
+            check_error(response["error_code"], "list partition reassignments", response.get("error_message"))
+            out.clear()
+            for t in response["topics"]:
+                for p in t["partitions"]:
+                    out[(t["name"], p["partition_index"])] = (
+                        list(p["replicas"]), list(p["adding_replicas"]), list(p["removing_replicas"]))
+
+        await self._retry_controller(attempt)
+        return dict(sorted(out.items()))
+
     # --- consumer groups ------------------------------------------------------------------------
 
     async def find_group_coordinator(self, group_id: str) -> BrokerInfo:

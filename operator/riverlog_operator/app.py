@@ -1,0 +1,134 @@
+"""Kopf wiring: settings, handlers for Cluster and Topic, metrics, peering.
+
+Importing this module registers the handlers in kopf's default registry; ``__main__`` runs
+them. Every handler calls one level-triggered reconcile function (``handlers/``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+from typing import Any
+
+import kopf
+
+from . import GROUP, VERSION, metrics
+from .handlers.cluster import ReconcileError, reconcile_cluster
+from .handlers.common import STATE
+from .handlers.topic import TopicRetry, delete_topic, reconcile_topic
+from .kubeapi import ApiError
+
+log = logging.getLogger(__name__)
+
+PEERING_NAME = "riverlog-operator"
+RESYNC_SECONDS = float(os.environ.get("RIVERLOG_OPERATOR_RESYNC_SECONDS", "10"))
+TOPIC_RESYNC_SECONDS = float(os.environ.get("RIVERLOG_OPERATOR_TOPIC_RESYNC_SECONDS", "30"))
+RETRY_SECONDS = float(os.environ.get("RIVERLOG_OPERATOR_RETRY_SECONDS", "5"))
+
+
+@kopf.on.startup()
+async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+    # Kopf's own bookkeeping goes into annotations under our domain, not into status (the CRD's
+    # structural schema would prune an unknown status.kopf and kopf would loop).
+    settings.persistence.finalizer = f"{GROUP}/finalizer"
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix=GROUP, key="last-handled-configuration")
+    settings.posting.level = logging.WARNING
+    settings.watching.server_timeout = 300
+    settings.networking.request_timeout = 60
+    port = int(os.environ.get("RIVERLOG_OPERATOR_METRICS_PORT", "8080"))
+    if port:
+        metrics.serve(port, os.environ.get("RIVERLOG_OPERATOR_METRICS_HOST", "0.0.0.0"))
+    STATE.kube()  # credentials load now, so a bad kubeconfig fails at start
+    if not settings.peering.standalone and settings.peering.clusterwide:
+        await _ensure_peering(api_name=settings.peering.name)
+
+
+async def _ensure_peering(api_name: str) -> None:
+    """Kopf patches its peering object but never creates it; do that once."""
+    api = STATE.kube()
+    if await api.get("ClusterKopfPeering", api_name) is None:
+        try:
+            await api.create({"apiVersion": "kopf.dev/v1", "kind": "ClusterKopfPeering",
+                              "metadata": {"name": api_name}})
+        except ApiError as exc:
+            if exc.status != 409:  # another replica was faster
+                raise
+
+
+@kopf.on.cleanup()
+async def cleanup(**_: Any) -> None:
+    if STATE.api is not None:
+        await STATE.api.close()
+        STATE.api = None
+
+
+async def _cluster(body: kopf.Body) -> None:
+    async with STATE.lock(body["metadata"]["uid"]):
+        with metrics.timed("Cluster"):
+            try:
+                # Kopf's body is a live view; reconcile from a fresh read so a queued event
+                # never acts on an old spec.
+                fresh = await STATE.kube().get("Cluster", body["metadata"]["name"], body["metadata"]["namespace"])
+                if fresh is None or fresh["metadata"].get("deletionTimestamp"):
+                    return
+                await reconcile_cluster(STATE.kube(), fresh, STATE.default_image)
+            except (ReconcileError, ApiError) as exc:
+                raise kopf.TemporaryError(str(exc), delay=RETRY_SECONDS) from exc
+
+
+async def _topic(body: kopf.Body) -> None:
+    async with STATE.lock(body["metadata"]["uid"]):
+        with metrics.timed("Topic"):
+            try:
+                fresh = await STATE.kube().get("Topic", body["metadata"]["name"], body["metadata"]["namespace"])
+                if fresh is None or fresh["metadata"].get("deletionTimestamp"):
+                    return
+                await reconcile_topic(STATE.kube(), fresh)
+            except (TopicRetry, ApiError) as exc:
+                raise kopf.TemporaryError(str(exc), delay=RETRY_SECONDS) from exc
+
+
+@kopf.on.resume(GROUP, VERSION, "clusters")
+@kopf.on.create(GROUP, VERSION, "clusters")
+@kopf.on.update(GROUP, VERSION, "clusters")
+async def cluster_changed(body: kopf.Body, **_: Any) -> None:
+    await _cluster(body)
+
+
+@kopf.timer(GROUP, VERSION, "clusters", interval=RESYNC_SECONDS, initial_delay=RESYNC_SECONDS)
+async def cluster_resync(body: kopf.Body, **_: Any) -> None:
+    # Rolling restarts, drains and status follow pods and brokers, which change without any
+    # event on the Cluster: look again periodically.
+    await _cluster(body)
+
+
+@kopf.on.resume(GROUP, VERSION, "topics")
+@kopf.on.create(GROUP, VERSION, "topics")
+@kopf.on.update(GROUP, VERSION, "topics")
+async def topic_changed(body: kopf.Body, **_: Any) -> None:
+    await _topic(body)
+
+
+@kopf.timer(GROUP, VERSION, "topics", interval=TOPIC_RESYNC_SECONDS, initial_delay=TOPIC_RESYNC_SECONDS)
+async def topic_resync(body: kopf.Body, **_: Any) -> None:
+    # Drift: someone changed the topic with Kafka's tools; put it back and say so.
+    await _topic(body)
+
+
+@kopf.on.delete(GROUP, VERSION, "topics")
+async def topic_deleted(body: kopf.Body, **_: Any) -> None:
+    async with STATE.lock(body["metadata"]["uid"]):
+        with metrics.timed("TopicDeletion"):
+            try:
+                await delete_topic(STATE.kube(), body)
+            except (TopicRetry, ApiError) as exc:
+                raise kopf.TemporaryError(str(exc), delay=RETRY_SECONDS) from exc
+
+
+def peering_priority() -> int:
+    """Distinct per replica: kopf pauses every replica when two share the top priority."""
+    configured = os.environ.get("RIVERLOG_OPERATOR_PRIORITY")
+    return int(configured) if configured else random.randint(1, 1 << 30)

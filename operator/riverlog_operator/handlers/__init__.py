@@ -1,0 +1,1 @@
+"""Kopf handlers; importing ``riverlog_operator.app`` registers them."""
