@@ -140,8 +140,12 @@ async def reconcile_topic(api: KubeApi, body: Mapping[str, Any]) -> None:
         await write(False, "ClusterUnreachable", message)
         raise TopicRetry(message) from exc
 
-    extra = {"topicId": str(topic.topic_id), "partitions": len(topic.partitions),
-             "replicationFactor": topic.replication_factor}
+    extra: dict[str, Any] = {"topicId": str(topic.topic_id), "partitions": len(topic.partitions),
+                             "replicationFactor": topic.replication_factor}
+    drift = [n for n in notes if n.startswith("reverted")]
+    if drift:
+        # Kept until the next correction: the Ready message moves on at the next check.
+        extra["lastDrift"] = f"{now()}: {drift[0]}"
     if in_sync:
         await write(True, "TopicReady", "; ".join(notes) or "in sync with the spec", extra)
     else:

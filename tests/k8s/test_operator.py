@@ -1,0 +1,618 @@
+"""The operator against a real API server: CRDs, Cluster children, status, scaling, rolling
+restarts, deletion, and Topics reconciled against a real Riverlog broker on loopback.
+
+The operator runs as in production (``python -m riverlog_operator``, kopf, its own API client)
+as a subprocess with the test cluster's kubeconfig. There is no kubelet: broker pods stay
+Pending, so Cluster status says no broker is ready; Topic tests point a Cluster at a broker
+process on loopback with the ``riverlog.dev/bootstrap-servers`` annotation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from riverlog.client.admin import AdminClient
+from support.brokers import BrokerProcess, free_port
+from support.kube import KubeCluster, wait_until
+
+pytestmark = pytest.mark.k8s
+
+ROOT = Path(__file__).resolve().parents[2]
+CRDS = ROOT / "crds"
+WAIT = 90.0
+# Test namespaces start with this; the operator of this module watches only those, so it never
+# acts on other modules' resources in the same API server.
+PREFIX = "op"
+
+
+class OperatorProcess:
+    def __init__(self, kube: KubeCluster, log_path: Path, *args: str, **env: str) -> None:
+        self.metrics_port = free_port()
+        self.log_path = log_path
+        full_env = {
+            **kube.env(),
+            "PYTHONPATH": os.pathsep.join([str(ROOT / "operator"), str(ROOT / "broker_image")]),
+            "RIVERLOG_OPERATOR_METRICS_PORT": str(self.metrics_port),
+            "RIVERLOG_OPERATOR_METRICS_HOST": "127.0.0.1",
+            "RIVERLOG_OPERATOR_RESYNC_SECONDS": "2",
+            "RIVERLOG_OPERATOR_TOPIC_RESYNC_SECONDS": "2",
+            "RIVERLOG_OPERATOR_RETRY_SECONDS": "2",
+            "RIVERLOG_OPERATOR_IMAGE": "riverlog:test",
+            **env,
+        }
+        with log_path.open("ab") as log:
+            self.proc = subprocess.Popen([sys.executable, "-m", "riverlog_operator", *args], env=full_env,
+                                         stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        wait_until(self._metrics_up, 60, "the operator's /metrics endpoint")
+
+    def _metrics_up(self) -> bool:
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"the operator exited with {self.proc.returncode}:\n{self.log()}")
+        try:
+            self.metrics()
+            return True
+        except OSError:
+            return False
+
+    def metrics(self) -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5) as resp:
+            text: str = resp.read().decode()
+            return text
+
+    def reconciles(self, kind: str) -> float:
+        total = 0.0
+        for line in self.metrics().splitlines():
+            if line.startswith("riverlog_operator_reconciles_total{") and f'kind="{kind}"' in line:
+                total += float(line.rsplit(" ", 1)[1])
+        return total
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(10)
+
+
+@pytest.fixture(scope="module")
+def crds(kube: KubeCluster) -> None:
+    kube.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRDS))
+    for name in ("clusters.riverlog.dev", "topics.riverlog.dev", "clusterkopfpeerings.kopf.dev",
+                 "kopfpeerings.kopf.dev"):
+        kube.kubectl("wait", "--for=condition=Established", f"crd/{name}", "--timeout=60s")
+
+
+@pytest.fixture(scope="module")
+def operator(kube: KubeCluster, crds: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
+    log_path = tmp_path_factory.mktemp("operator") / "operator.log"
+    proc = OperatorProcess(kube, log_path, "--standalone", "--namespace", f"{PREFIX}-*", "--verbose")
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture
+def operator_log(operator: OperatorProcess) -> Iterator[OperatorProcess]:
+    """The operator; what it logged during the test is printed at teardown (pytest shows it
+    for failed tests)."""
+    start = len(operator.log())
+    yield operator
+    print(f"--- operator log ---\n{operator.log()[start:][-8000:]}")
+
+
+def get(kube: KubeCluster, kind: str, name: str, namespace: str | None = None) -> dict[str, Any] | None:
+    args = ["get", kind, name, "-o", "json"] + (["-n", namespace] if namespace else [])
+    proc = kube.kubectl(*args, check=False)
+    if proc.returncode != 0:
+        if "NotFound" in proc.stderr or "not found" in proc.stderr:
+            return None
+        raise AssertionError(proc.stderr)
+    obj: dict[str, Any] = json.loads(proc.stdout)
+    return obj
+
+
+def apply(kube: KubeCluster, *docs: dict[str, Any], check: bool = True) -> subprocess.CompletedProcess[str]:
+    text = "\n---\n".join(json.dumps(d) for d in docs)
+    return kube.kubectl("apply", "-f", "-", input=text, check=check)
+
+
+def cluster_doc(namespace: str, name: str = "demo", annotations: dict[str, str] | None = None,
+                **spec: Any) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "namespace": namespace}
+    if annotations:
+        meta["annotations"] = annotations
+    return {"apiVersion": "riverlog.dev/v1alpha1", "kind": "Cluster", "metadata": meta, "spec": spec}
+
+
+def topic_doc(namespace: str, name: str, cluster: str, **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": "riverlog.dev/v1alpha1", "kind": "Topic",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"clusterRef": {"name": cluster}, **spec}}
+
+
+def condition(obj: dict[str, Any] | None, type_: str) -> dict[str, Any]:
+    for c in ((obj or {}).get("status") or {}).get("conditions") or []:
+        if c["type"] == type_:
+            found: dict[str, Any] = c
+            return found
+    return {}
+
+
+def merge_patch(kube: KubeCluster, kind: str, name: str, namespace: str, patch: dict[str, Any]) -> None:
+    kube.kubectl("patch", kind, name, "-n", namespace, "--type=merge", "-p", json.dumps(patch))
+
+
+# --- CRDs ------------------------------------------------------------------------------------
+
+
+def test_crds_default_and_reject_invalid_resources(kube: KubeCluster, crds: None) -> None:
+    namespace = kube.namespace("crd-rules")  # not watched by the operator: the API alone decides
+
+    def refused(doc: dict[str, Any], *needles: str) -> None:
+        proc = apply(kube, doc, check=False)
+        assert proc.returncode != 0, doc
+        for needle in needles:
+            assert needle in proc.stderr, proc.stderr
+
+    defaulted = json.loads(kube.kubectl("apply", "--dry-run=server", "-o", "json", "-f", "-",
+                                        input=json.dumps(cluster_doc(namespace))).stdout)
+    assert defaulted["spec"] == {"replicas": 3, "storage": {"size": "10Gi", "deleteClaim": False},
+                                 "listeners": [{"name": "PLAINTEXT", "port": 9092}], "metrics": {"enabled": True}}
+
+    refused(cluster_doc(namespace, replicas=0), "spec.replicas")
+    refused(cluster_doc(namespace, config={"node.id": "7"}), "config may not set properties the operator owns")
+    refused(cluster_doc(namespace, listeners=[{"name": "A", "port": 9092}, {"name": "B", "port": 9092}]),
+            "listener ports must be distinct")
+    refused(cluster_doc(namespace, listeners=[{"name": "CONTROLLER", "port": 9095}]),
+            "CONTROLLER is the quorum's listener")
+    refused(cluster_doc(namespace, storage={"size": "lots"}), "spec.storage.size")
+
+    # Storage is fixed once the StatefulSet's claims exist (a transition rule).
+    apply(kube, cluster_doc(namespace, storage={"size": "1Gi"}))
+    refused(cluster_doc(namespace, storage={"size": "2Gi"}), "storage.size cannot change")
+    kube.kubectl("scale", "clusters.riverlog.dev/demo", "-n", namespace, "--replicas=5")
+    assert get(kube, "clusters.riverlog.dev", "demo", namespace)["spec"]["replicas"] == 5  # type: ignore[index]
+
+    topic = topic_doc(namespace, "orders", "demo", partitions=3)
+    apply(kube, topic)
+    stored = get(kube, "topics.riverlog.dev", "orders", namespace)
+    assert stored is not None
+    assert stored["spec"] == {"clusterRef": {"name": "demo"}, "partitions": 3, "replicationFactor": 3,
+                              "deletionPolicy": "Delete"}
+    refused({**topic, "spec": {**topic["spec"], "partitions": 2}}, "partitions can never decrease")
+    refused({**topic, "spec": {**topic["spec"], "topicName": "renamed"}}, "topicName cannot be added")
+    refused({**topic, "spec": {**topic["spec"], "clusterRef": {"name": "other"}}}, "clusterRef cannot change")
+    refused(topic_doc(namespace, "zero-rf", "demo", replicationFactor=0), "spec.replicationFactor")
+    refused(topic_doc(namespace, "bad-policy", "demo", deletionPolicy="Maybe"), "spec.deletionPolicy")
+    refused(topic_doc(namespace, "bad-name", "demo", topicName="no spaces"), "spec.topicName")
+    apply(kube, {**topic, "spec": {**topic["spec"], "partitions": 6}})  # growing is fine
+    named = topic_doc(namespace, "named", "demo", topicName="Orders_v2")
+    apply(kube, named)
+    refused({**named, "spec": {**named["spec"], "topicName": "Orders_v3"}}, "topicName cannot change")
+
+    columns = kube.kubectl("get", "rlt", "-n", namespace).stdout.splitlines()[0].split()
+    assert columns == ["NAME", "CLUSTER", "TOPIC", "PARTITIONS", "RF", "STATUS", "REASON", "AGE"]
+    columns = kube.kubectl("get", "rlc", "-n", namespace).stdout.splitlines()[0].split()
+    assert columns == ["NAME", "DESIRED", "READY", "CONTROLLER", "URP", "STATUS", "REASON", "AGE"]
+
+
+# --- Cluster ---------------------------------------------------------------------------------
+
+
+CHILDREN = [("serviceaccount", "demo-broker"), ("configmap", "demo-config"), ("service", "demo-brokers"),
+            ("service", "demo-bootstrap"), ("statefulset", "demo"), ("poddisruptionbudget", "demo")]
+
+
+def wait_children(kube: KubeCluster, namespace: str, name: str = "demo") -> dict[str, Any]:
+    cluster = get(kube, "clusters.riverlog.dev", name, namespace)
+    assert cluster is not None
+    uid = cluster["metadata"]["uid"]
+
+    def all_there() -> bool:
+        for kind, child in CHILDREN:
+            obj = get(kube, kind, child.replace("demo", name, 1), namespace)
+            if obj is None:
+                return False
+            owners = obj["metadata"].get("ownerReferences") or []
+            assert [(o["kind"], o["uid"], o.get("controller")) for o in owners] == [("Cluster", uid, True)]
+        return True
+
+    wait_until(all_there, WAIT, "the Cluster's ServiceAccount, ConfigMap, Services, StatefulSet and PDB")
+    return cluster
+
+
+def pods(kube: KubeCluster, namespace: str, name: str = "demo") -> list[dict[str, Any]]:
+    out = kube.kubectl("get", "pods", "-n", namespace, "-l", f"app.kubernetes.io/instance={name}", "-o", "json")
+    items: list[dict[str, Any]] = json.loads(out.stdout)["items"]
+    return sorted(items, key=lambda p: p["metadata"]["name"])
+
+
+def statefulset(kube: KubeCluster, namespace: str, name: str = "demo") -> dict[str, Any]:
+    sts = get(kube, "statefulset", name, namespace)
+    assert sts is not None
+    return sts
+
+
+def test_cluster_creates_its_children_and_reports_status(kube: KubeCluster, operator_log: OperatorProcess) -> None:
+    namespace = kube.namespace(f"{PREFIX}-create")
+    apply(kube, cluster_doc(namespace))
+    wait_children(kube, namespace)
+
+    sts = statefulset(kube, namespace)
+    assert sts["spec"]["replicas"] == 3
+    assert sts["spec"]["updateStrategy"] == {"type": "OnDelete"}
+    pod_spec = sts["spec"]["template"]["spec"]
+    assert pod_spec["containers"][0]["image"] == "riverlog:test"
+    assert pod_spec["securityContext"]["runAsNonRoot"] is True
+    assert pod_spec["containers"][0]["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics",
+                                                                     "scheme": "HTTP"}
+    headless = get(kube, "service", "demo-brokers", namespace)
+    assert headless is not None and headless["spec"]["clusterIP"] == "None"
+    config = get(kube, "configmap", "demo-config", namespace)
+    assert config is not None
+    assert "controller.quorum.voters=0@demo-0.demo-brokers." in config["data"]["server.properties"]
+    pdb = get(kube, "poddisruptionbudget", "demo", namespace)
+    assert pdb is not None and pdb["spec"]["maxUnavailable"] == 1
+
+    # The controller-manager makes pods and volume claims from the StatefulSet (all at once:
+    # Parallel pod management); without a kubelet they stay Pending.
+    wait_until(lambda: [p["metadata"]["name"] for p in pods(kube, namespace)] == ["demo-0", "demo-1", "demo-2"],
+               WAIT, "pods demo-0..2")
+    for i in range(3):
+        wait_until(lambda i=i: get(kube, "pvc", f"data-demo-{i}", namespace), WAIT, f"PVC data-demo-{i}")
+
+    def status_settled() -> dict[str, Any] | None:
+        obj = get(kube, "clusters.riverlog.dev", "demo", namespace)
+        status = (obj or {}).get("status") or {}
+        return obj if status.get("replicas") == 3 and status.get("observedGeneration") == 1 else None
+
+    cluster = wait_until(status_settled, WAIT, "status with replicas 3 and observedGeneration 1")
+    status = cluster["status"]
+    assert status["readyBrokers"] == 0
+    assert status["quorumVoters"] == 3
+    assert status["bootstrapServers"] == f"demo-bootstrap.{namespace}.svc:9092"
+    assert status["labelSelector"] == ("app.kubernetes.io/component=broker,app.kubernetes.io/instance=demo,"
+                                       "app.kubernetes.io/name=riverlog")
+    ready, reconciling, degraded = (condition(cluster, t) for t in ("Ready", "Reconciling", "Degraded"))
+    assert (ready["status"], ready["reason"], ready["message"]) == ("False", "BrokersNotReady", "0/3 brokers ready")
+    assert (reconciling["status"], reconciling["reason"]) == ("True", "WaitingForBrokers")
+    assert degraded["status"] == "False"
+    assert {c["observedGeneration"] for c in status["conditions"]} == {1}
+    row = kube.kubectl("get", "rlc", "demo", "-n", namespace, "--no-headers").stdout.split()
+    assert row[:3] == ["demo", "3", "0"] and "BrokersNotReady" in row
+
+    metrics = operator_log.metrics()
+    assert 'riverlog_operator_reconciles_total{kind="Cluster",result="ok"}' in metrics
+    assert "riverlog_operator_reconcile_duration_seconds_bucket" in metrics
+
+
+def test_spec_change_patches_the_statefulset_and_rolls_pods(kube: KubeCluster,
+                                                           operator_log: OperatorProcess) -> None:
+    namespace = kube.namespace(f"{PREFIX}-roll")
+    apply(kube, cluster_doc(namespace))
+    wait_children(kube, namespace)
+    wait_until(lambda: len(pods(kube, namespace)) == 3, WAIT, "three pods")
+    # Fields of other managers survive the operator's applies.
+    kube.kubectl("annotate", "statefulset", "demo", "-n", namespace, "example.com/owner=team-a")
+    kube.kubectl("label", "service", "demo-bootstrap", "-n", namespace, "example.com/exposed=yes")
+    old_revision = statefulset(kube, namespace)["status"]["updateRevision"]
+
+    merge_patch(kube, "clusters.riverlog.dev", "demo", namespace,
+                {"spec": {"image": "riverlog:next", "config": {"log.retention.ms": 60000}}})
+
+    def patched() -> dict[str, Any] | None:
+        sts = statefulset(kube, namespace)
+        container = sts["spec"]["template"]["spec"]["containers"][0]
+        return sts if container["image"] == "riverlog:next" else None
+
+    sts = wait_until(patched, WAIT, "the StatefulSet with the new image")
+    config = get(kube, "configmap", "demo-config", namespace)
+    assert config is not None and "log.retention.ms=60000\n" in config["data"]["server.properties"]
+    assert sts["metadata"]["annotations"]["example.com/owner"] == "team-a"
+    bootstrap = get(kube, "service", "demo-bootstrap", namespace)
+    assert bootstrap is not None and bootstrap["metadata"]["labels"]["example.com/exposed"] == "yes"
+
+    # OnDelete: the operator deletes the (not ready) pods one by one and the StatefulSet
+    # controller recreates each from the new template.
+    def rolled() -> bool:
+        revision = statefulset(kube, namespace)["status"].get("updateRevision")
+        current = pods(kube, namespace)
+        return (revision != old_revision and len(current) == 3
+                and all(p["metadata"]["labels"]["controller-revision-hash"] == revision for p in current))
+
+    wait_until(rolled, WAIT, "every pod on the new revision")
+    assert all(p["spec"]["containers"][0]["image"] == "riverlog:next" for p in pods(kube, namespace))
+    assert "restarting demo-" in operator_log.log()
+    cluster = wait_until(lambda: (c := get(kube, "clusters.riverlog.dev", "demo", namespace))
+                         and c["status"].get("observedGeneration") == 2 and c, WAIT, "observedGeneration 2")
+    assert {c["observedGeneration"] for c in cluster["status"]["conditions"]} == {2}
+
+
+def test_kubectl_scale_and_blocked_scale_down(kube: KubeCluster, operator_log: OperatorProcess) -> None:
+    namespace = kube.namespace(f"{PREFIX}-scale")
+    apply(kube, cluster_doc(namespace))
+    wait_children(kube, namespace)
+
+    kube.kubectl("scale", "rlc/demo", "-n", namespace, "--replicas=4")
+    wait_until(lambda: statefulset(kube, namespace)["spec"]["replicas"] == 4, WAIT, "StatefulSet at 4 replicas")
+    wait_until(lambda: get(kube, "pod", "demo-3", namespace), WAIT, "pod demo-3")
+    wait_until(lambda: get(kube, "pvc", "data-demo-3", namespace), WAIT, "PVC data-demo-3")
+    scale = json.loads(kube.kubectl("get", "--raw", f"/apis/riverlog.dev/v1alpha1/namespaces/{namespace}"
+                                    "/clusters/demo/scale").stdout)
+    assert scale["spec"]["replicas"] == 4
+    wait_until(lambda: (get(kube, "rlc", "demo", namespace) or {}).get("status", {}).get("replicas") == 4, WAIT,
+               "status.replicas 4")
+    voters = get(kube, "configmap", "demo-config", namespace)
+    assert voters is not None and "3@demo-3" not in voters["data"]["server.properties"]  # voters stay 0..2
+
+    # Removing broker 3 needs its replicas moved first, and no broker answers here: refused
+    # with a condition, the StatefulSet keeps its size.
+    kube.kubectl("scale", "rlc/demo", "-n", namespace, "--replicas=3")
+
+    def blocked(needle: str) -> Any:
+        degraded = condition(get(kube, "rlc", "demo", namespace), "Degraded")
+        return degraded if degraded.get("reason") == "ScaleDownBlocked" and needle in degraded["message"] else None
+
+    degraded = wait_until(lambda: blocked("cannot drain brokers [3]"), WAIT, "ScaleDownBlocked")
+    assert degraded["status"] == "True"
+    assert statefulset(kube, namespace)["spec"]["replicas"] == 4
+    # Below the quorum's voters is refused outright.
+    kube.kubectl("scale", "rlc/demo", "-n", namespace, "--replicas=2")
+    wait_until(lambda: blocked("fewer than the 3 metadata quorum voters"), WAIT, "ScaleDownBlocked for voters")
+    assert statefulset(kube, namespace)["spec"]["replicas"] == 4
+
+
+def test_pause_and_manual_rolling_update(kube: KubeCluster, operator_log: OperatorProcess) -> None:
+    namespace = kube.namespace(f"{PREFIX}-pause")
+    apply(kube, cluster_doc(namespace, replicas=1))
+    wait_children(kube, namespace)
+
+    kube.kubectl("annotate", "rlc", "demo", "-n", namespace, "riverlog.dev/pause-reconciliation=true")
+    wait_until(lambda: condition(get(kube, "rlc", "demo", namespace), "Reconciling").get("reason")
+               == "ReconciliationPaused", WAIT, "Reconciling=False ReconciliationPaused")
+    merge_patch(kube, "rlc", "demo", namespace, {"spec": {"image": "riverlog:paused"}})
+    # Let the operator look at it a few times (its own reconcile counter is the clock).
+    seen = operator_log.reconciles("Cluster")
+    wait_until(lambda: operator_log.reconciles("Cluster") >= seen + 3, WAIT, "three more reconciles")
+    assert statefulset(kube, namespace)["spec"]["template"]["spec"]["containers"][0]["image"] == "riverlog:test"
+
+    kube.kubectl("annotate", "rlc", "demo", "-n", namespace, "riverlog.dev/pause-reconciliation-")
+    wait_until(lambda: statefulset(kube, namespace)["spec"]["template"]["spec"]["containers"][0]["image"]
+               == "riverlog:paused", WAIT, "the image applied after unpausing")
+
+    kube.kubectl("annotate", "rlc", "demo", "-n", namespace, "riverlog.dev/manual-rolling-update=true")
+
+    def restarted() -> str | None:
+        cluster = get(kube, "rlc", "demo", namespace) or {}
+        token = (cluster.get("status") or {}).get("restartToken")
+        annotations = cluster.get("metadata", {}).get("annotations") or {}
+        template = statefulset(kube, namespace)["spec"]["template"]["metadata"]["annotations"]
+        if token and "riverlog.dev/manual-rolling-update" not in annotations \
+                and template.get("riverlog.dev/restart-token") == token:
+            return str(token)
+        return None
+
+    wait_until(restarted, WAIT, "restart token in status and pod template, annotation removed")
+    wait_until(lambda: all(p["metadata"]["labels"]["controller-revision-hash"]
+                           == statefulset(kube, namespace)["status"].get("updateRevision")
+                           for p in pods(kube, namespace)) and len(pods(kube, namespace)) == 1,
+               WAIT, "the pod restarted on the new revision")
+
+
+def test_rack_label_is_copied_to_scheduled_pods(kube: KubeCluster, operator_log: OperatorProcess) -> None:
+    namespace = kube.namespace(f"{PREFIX}-rack")
+    node = f"node-{namespace}"
+    kube.kubectl("apply", "-f", "-", input=json.dumps({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": node, "labels": {"topology.kubernetes.io/zone": "zone-b"}}}))
+    try:
+        apply(kube, cluster_doc(namespace, replicas=1, rack={"topologyKey": "topology.kubernetes.io/zone"}))
+        wait_children(kube, namespace)
+        sts = statefulset(kube, namespace)
+        assert sts["spec"]["template"]["spec"]["topologySpreadConstraints"][0]["topologyKey"] == \
+            "topology.kubernetes.io/zone"
+        wait_until(lambda: get(kube, "pod", "demo-0", namespace), WAIT, "pod demo-0")
+        # No scheduler here: bind the pod to the node the way the scheduler would.
+        kube.kubectl("create", "-f", "-", input=json.dumps({
+            "apiVersion": "v1", "kind": "Binding", "metadata": {"name": "demo-0", "namespace": namespace},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node}}))
+        wait_until(lambda: ((get(kube, "pod", "demo-0", namespace) or {}).get("metadata", {}).get("annotations")
+                            or {}).get("riverlog.dev/rack") == "zone-b", WAIT, "riverlog.dev/rack=zone-b on demo-0")
+    finally:
+        kube.kubectl("delete", "node", node, "--wait=false", check=False)
+
+
+def test_deletion_cascades(kube: KubeCluster, operator_log: OperatorProcess) -> None:
+    namespace = kube.namespace(f"{PREFIX}-delete")
+    apply(kube, cluster_doc(namespace, storage={"deleteClaim": True}))
+    wait_children(kube, namespace)
+    wait_until(lambda: all(get(kube, "pvc", f"data-demo-{i}", namespace) for i in range(3)), WAIT, "PVCs")
+
+    kube.kubectl("delete", "rlc", "demo", "-n", namespace, "--timeout=90s")
+
+    def everything_gone() -> bool:
+        children = [get(kube, kind, name, namespace) for kind, name in CHILDREN]
+        claims = [get(kube, "pvc", f"data-demo-{i}", namespace) for i in range(3)]
+        return not any(children) and not any(claims) and not pods(kube, namespace)
+
+    wait_until(everything_gone, WAIT, "children, pods and claims deleted with the Cluster")
+
+
+# --- Topic against a real broker -------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    proc = BrokerProcess(tmp_path_factory.mktemp("topic-broker"), target="riverlog")
+    proc.start()
+    yield proc
+    proc.close()
+
+
+def admin_call(bootstrap: str, call: Any) -> Any:
+    async def run() -> Any:
+        async with AdminClient(bootstrap) as admin:
+            return await call(admin)
+
+    return asyncio.run(run())
+
+
+def topic_status(kube: KubeCluster, namespace: str, name: str) -> dict[str, Any]:
+    obj = get(kube, "rlt", name, namespace) or {}
+    return obj
+
+
+def wait_topic(kube: KubeCluster, namespace: str, name: str, reason: str, needle: str = "",
+               generation: int | None = None) -> dict[str, Any]:
+    def check() -> dict[str, Any] | None:
+        obj = topic_status(kube, namespace, name)
+        ready = condition(obj, "Ready")
+        if ready.get("reason") != reason or needle not in ready.get("message", ""):
+            return None
+        if generation is not None and obj["status"].get("observedGeneration") != generation:
+            return None
+        return obj
+
+    found: dict[str, Any] = wait_until(check, WAIT, f"Topic {name}: {reason} {needle!r}")
+    return found
+
+
+def real_cluster(kube: KubeCluster, broker: BrokerProcess, prefix: str) -> str:
+    namespace = kube.namespace(f"{PREFIX}-{prefix}")
+    apply(kube, cluster_doc(namespace, name="real", replicas=1,
+                            annotations={"riverlog.dev/bootstrap-servers": broker.bootstrap}))
+    return namespace
+
+
+def configs(bootstrap: str, topic: str) -> dict[str, str | None]:
+    entries = admin_call(bootstrap, lambda a: a.describe_configs(topic))
+    return {e.name: e.value for e in entries if e.is_topic_override}
+
+
+def test_topic_create_grow_configure_drift_and_delete(kube: KubeCluster, operator_log: OperatorProcess,
+                                                      broker: BrokerProcess) -> None:
+    namespace = real_cluster(kube, broker, "topics")
+    # The Cluster's status comes from the broker itself.
+    cluster = wait_until(lambda: (c := get(kube, "rlc", "real", namespace)) and
+                         c.get("status", {}).get("activeController") is not None and c, WAIT,
+                         "the broker's controller in the Cluster's status")
+    assert cluster["status"]["activeController"] == broker.node_id
+    assert cluster["status"]["underReplicatedPartitions"] == 0
+
+    apply(kube, topic_doc(namespace, "orders", "real", partitions=2, replicationFactor=1,
+                          config={"retention.ms": 3600000, "cleanup.policy": "delete"}))
+    obj = wait_topic(kube, namespace, "orders", "TopicReady")
+    described = admin_call(broker.bootstrap, lambda a: a.describe_topics(["orders"]))[0]
+    assert obj["status"]["topicId"] == str(described.topic_id)
+    assert obj["status"]["partitions"] == 2 == len(described.partitions)
+    assert obj["status"]["replicationFactor"] == 1
+    assert configs(broker.bootstrap, "orders") == {"retention.ms": "3600000", "cleanup.policy": "delete"}
+    assert "orders" in admin_call(broker.bootstrap, lambda a: a.describe_topics(["orders"]))[0].name
+
+    # Grow partitions, change one config, drop another.
+    merge_patch(kube, "rlt", "orders", namespace,
+                {"spec": {"partitions": 4, "config": {"retention.ms": "7200000", "cleanup.policy": None}}})
+    obj = wait_topic(kube, namespace, "orders", "TopicReady", generation=2)
+    assert obj["status"]["partitions"] == 4
+    assert len(admin_call(broker.bootstrap, lambda a: a.describe_topics(["orders"]))[0].partitions) == 4
+    assert configs(broker.bootstrap, "orders") == {"retention.ms": "7200000"}
+
+    # Drift: a config changed with Kafka's tools is put back, and the status says so.
+    admin_call(broker.bootstrap, lambda a: a.alter_configs("orders", set={"retention.ms": "1000",
+                                                                          "segment.ms": "60000"}))
+    def reverted() -> str | None:
+        drift = topic_status(kube, namespace, "orders").get("status", {}).get("lastDrift") or ""
+        return drift if "retention.ms, segment.ms" in drift else None
+
+    drift = wait_until(reverted, WAIT, "the drift correction in status.lastDrift")
+    assert "reverted configs changed outside the operator" in drift
+    assert configs(broker.bootstrap, "orders") == {"retention.ms": "7200000"}
+    # Partitions added behind the operator's back cannot be removed: a condition, not a loop.
+    admin_call(broker.bootstrap, lambda a: a.create_partitions("orders", 6))
+    wait_topic(kube, namespace, "orders", "DriftDetected", "6 partitions, more than the 4 in the spec")
+    merge_patch(kube, "rlt", "orders", namespace, {"spec": {"partitions": 6}})
+    wait_topic(kube, namespace, "orders", "TopicReady", generation=3)
+
+    # Delete: the finalizer deletes the Kafka topic first.
+    kube.kubectl("delete", "rlt", "orders", "-n", namespace, "--timeout=60s")
+    names = [t.name for t in admin_call(broker.bootstrap, lambda a: a.list_topics())]
+    assert "orders" not in names
+
+
+def test_topic_errors_show_in_status_and_retain_keeps_the_topic(kube: KubeCluster, operator_log: OperatorProcess,
+                                                                broker: BrokerProcess) -> None:
+    namespace = real_cluster(kube, broker, "topic-errors")
+    # More replicas than brokers: a clear condition, fixed by fixing the spec.
+    apply(kube, topic_doc(namespace, "wide", "real", partitions=1, replicationFactor=3))
+    obj = wait_topic(kube, namespace, "wide", "InvalidSpec", "INVALID_REPLICATION_FACTOR")
+    assert "replication factor 3 is larger than the 1 brokers" in condition(obj, "Ready")["message"]
+    assert "wide" not in [t.name for t in admin_call(broker.bootstrap, lambda a: a.list_topics())]
+    merge_patch(kube, "rlt", "wide", namespace, {"spec": {"replicationFactor": 1}})
+    wait_topic(kube, namespace, "wide", "TopicReady", generation=2)
+
+    # An invalid config value is the broker's refusal, shown as is.
+    apply(kube, topic_doc(namespace, "badconf", "real", replicationFactor=1, config={"cleanup.policy": "sometimes"}))
+    wait_topic(kube, namespace, "badconf", "InvalidSpec", "INVALID_CONFIG")
+
+    # A Topic of a Cluster that does not exist.
+    apply(kube, topic_doc(namespace, "orphan", "nowhere", replicationFactor=1))
+    wait_topic(kube, namespace, "orphan", "ClusterNotFound", "no Cluster 'nowhere'")
+
+    # deletionPolicy Retain: the resource goes, the Kafka topic stays.
+    apply(kube, topic_doc(namespace, "kept", "real", replicationFactor=1, deletionPolicy="Retain",
+                          topicName="kept.events"))
+    wait_topic(kube, namespace, "kept", "TopicReady")
+    kube.kubectl("delete", "rlt", "kept", "-n", namespace, "--timeout=60s")
+    assert "kept.events" in [t.name for t in admin_call(broker.bootstrap, lambda a: a.list_topics())]
+
+
+# --- peering ---------------------------------------------------------------------------------
+
+
+def test_peering_lets_only_the_highest_priority_replica_act(kube: KubeCluster, crds: None,
+                                                           tmp_path: Path) -> None:
+    # Namespaced peering (the module's operator does not watch this namespace).
+    namespace = kube.namespace("peering")
+    kube.kubectl("apply", "-f", "-", input=json.dumps({
+        "apiVersion": "kopf.dev/v1", "kind": "KopfPeering",
+        "metadata": {"name": "riverlog-operator", "namespace": namespace}}))
+    low = OperatorProcess(kube, tmp_path / "low.log", "--namespace", namespace, RIVERLOG_OPERATOR_PRIORITY="10")
+    high = None
+    try:
+        apply(kube, cluster_doc(namespace, name="first", replicas=1))
+        wait_children(kube, namespace, "first")
+        high = OperatorProcess(kube, tmp_path / "high.log", "--namespace", namespace,
+                               RIVERLOG_OPERATOR_PRIORITY="20")
+        wait_until(lambda: "Pausing operations in favour of" in low.log(), WAIT, "the low-priority replica pausing")
+        peering = get(kube, "kopfpeering", "riverlog-operator", namespace)
+        assert peering is not None
+        assert sorted(p["priority"] for p in peering["status"].values()) == [10, 20]
+        # Only the high-priority replica reconciles a new Cluster.
+        low_before = low.reconciles("Cluster")
+        apply(kube, cluster_doc(namespace, name="second", replicas=1))
+        wait_children(kube, namespace, "second")
+        assert high.reconciles("Cluster") >= 1
+        assert low.reconciles("Cluster") == low_before
+        # When it goes, the other one takes over.
+        high.stop()
+        wait_until(lambda: "Resuming operations" in low.log(), WAIT, "the low-priority replica resuming")
+        apply(kube, cluster_doc(namespace, name="third", replicas=1))
+        wait_children(kube, namespace, "third")
+    finally:
+        if high is not None:
+            high.stop()
+        low.stop()
