@@ -1,0 +1,506 @@
+"""The Helm chart (charts/riverlog): helm lint, rendering with default values and with every
+optional part, the values schema, the alerts (promtool unit tests), and against the real API
+server: a server-side dry run of the rendered manifests, a real `helm install`, and the operator
+running with nothing but the chart's RBAC.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from support import promtool
+from support.kube import KubeCluster, wait_until
+
+pytestmark = [pytest.mark.k8s, pytest.mark.timeout(600)]
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "charts" / "riverlog"
+NAMESPACE = "riverlog-system"
+APP_VERSION = yaml.safe_load((CHART / "Chart.yaml").read_text())["appVersion"]
+
+# Every optional part on (ServiceMonitor and PrometheusRule need prometheus-operator's CRDs on a
+# real cluster, so the server-side dry run below leaves those two out).
+ALL_ON = [
+    "--set", "cluster.enabled=true", "--set", "cluster.name=demo", "--set", "cluster.spec.replicas=3",
+    "--set-json", 'topics=[{"name":"orders","spec":{"partitions":6,"replicationFactor":3,'
+                  '"config":{"retention.ms":"604800000"}}},{"name":"audit"}]',
+    "--set", "metrics.serviceMonitor.enabled=true", "--set", "metrics.prometheusRule.enabled=true",
+    "--set", "metrics.grafanaDashboard.enabled=true",
+]
+NO_MONITORING_CRDS = ["--set", "metrics.serviceMonitor.enabled=false", "--set", "metrics.prometheusRule.enabled=false"]
+
+
+@pytest.fixture(scope="module")
+def helm_env(tmp_path_factory: pytest.TempPathFactory, k8s_bin: Path) -> dict[str, str]:
+    home = tmp_path_factory.mktemp("helm")
+    env = dict(os.environ)
+    env.update(HELM_CONFIG_HOME=str(home / "config"), HELM_CACHE_HOME=str(home / "cache"),
+               HELM_DATA_HOME=str(home / "data"), PATH=os.pathsep.join([str(k8s_bin), env.get("PATH", "")]))
+    env.pop("KUBECONFIG", None)
+    return env
+
+
+def helm(env: dict[str, str], *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(["helm", *args], capture_output=True, text=True, env=env, timeout=120, check=False)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"helm {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def render(env: dict[str, str], *args: str, namespace: str = NAMESPACE,
+           release: str = "riverlog") -> list[dict[str, Any]]:
+    out = helm(env, "template", release, str(CHART), "--namespace", namespace, *args).stdout
+    return [doc for doc in yaml.safe_load_all(out) if doc]
+
+
+def kinds(docs: list[dict[str, Any]]) -> Counter[str]:
+    return Counter(doc["kind"] for doc in docs)
+
+
+def one(docs: list[dict[str, Any]], kind: str, name: str | None = None) -> dict[str, Any]:
+    found = [d for d in docs if d["kind"] == kind and (name is None or d["metadata"]["name"] == name)]
+    assert len(found) == 1, f"{len(found)} {kind} {name or ''}"
+    return found[0]
+
+
+# --- helm lint and rendering ----------------------------------------------------------------------
+
+
+def test_helm_lint_is_clean(helm_env: dict[str, str], tmp_path: Path) -> None:
+    for extra in ([], ALL_ON, ["--set-json", 'operator.watchNamespaces=["team-a","team-b"]']):
+        proc = helm(helm_env, "lint", "--strict", str(CHART), *extra)
+        assert "1 chart(s) linted, 0 chart(s) failed" in proc.stdout, proc.stdout
+        assert "[WARNING]" not in proc.stdout and "[ERROR]" not in proc.stdout, proc.stdout
+
+
+def test_default_render_is_the_operator_and_its_rbac(helm_env: dict[str, str]) -> None:
+    docs = render(helm_env)
+    (container,) = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"]
+    assert "args" not in container  # cluster-wide, peering on
+    assert kinds(docs) == Counter({"ServiceAccount": 1, "ClusterRole": 3, "ClusterRoleBinding": 1, "Deployment": 1,
+                                   "Service": 1})
+    for doc in docs:
+        labels = doc["metadata"]["labels"]
+        assert labels["app.kubernetes.io/part-of"] == "riverlog", doc["metadata"]["name"]
+        assert labels["helm.sh/chart"] == f"riverlog-{yaml.safe_load((CHART / 'Chart.yaml').read_text())['version']}"
+        assert labels["app.kubernetes.io/managed-by"] == "Helm"
+        if doc["kind"] in ("ServiceAccount", "Deployment", "Service"):
+            assert doc["metadata"]["namespace"] == NAMESPACE
+
+
+def test_operator_deployment(helm_env: dict[str, str]) -> None:
+    docs = render(helm_env, "--set", "operator.verbose=true")
+    deployment = one(docs, "Deployment", "riverlog-operator")
+    pod = deployment["spec"]["template"]
+    selector = deployment["spec"]["selector"]["matchLabels"]
+    assert selector.items() <= pod["metadata"]["labels"].items()
+    # Never the broker pods' labels (component=broker): the operator's pods are not brokers.
+    assert selector["app.kubernetes.io/component"] == "operator"
+    spec = pod["spec"]
+    assert spec["serviceAccountName"] == one(docs, "ServiceAccount")["metadata"]["name"] == "riverlog-operator"
+    assert spec["securityContext"]["runAsNonRoot"] is True and spec["securityContext"]["runAsUser"] == 10001
+    (container,) = spec["containers"]
+    assert container["image"] == f"riverlog:{APP_VERSION}"
+    assert container["command"] == ["python", "-m", "riverlog_operator"]
+    assert container["args"] == ["--verbose"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["RIVERLOG_OPERATOR_IMAGE"] == f"riverlog:{APP_VERSION}"
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert env["RIVERLOG_OPERATOR_LIVENESS"] == f"http://0.0.0.0:{ports['health']}/healthz"
+    assert env["RIVERLOG_OPERATOR_METRICS_PORT"] == str(ports["metrics"])
+    for probe in ("livenessProbe", "readinessProbe"):
+        assert container[probe]["httpGet"] == {"path": "/healthz", "port": "health"}
+    security = container["securityContext"]
+    assert security["readOnlyRootFilesystem"] is True and security["allowPrivilegeEscalation"] is False
+    assert security["capabilities"]["drop"] == ["ALL"]
+    # The environment variables the chart sets are the ones the operator reads.
+    sources = "\n".join(p.read_text() for p in (ROOT / "operator" / "riverlog_operator").rglob("*.py"))
+    for name in env:
+        assert f'"{name}"' in sources, f"the operator never reads {name}"
+    service = one(docs, "Service", "riverlog-operator")
+    assert service["spec"]["selector"] == selector
+    assert service["spec"]["ports"][0]["targetPort"] == "metrics"
+
+
+def rules_of(docs: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
+    rules: list[dict[str, Any]] = one(docs, "ClusterRole", name)["rules"]
+    return rules
+
+
+def allowed(rules: list[dict[str, Any]], group: str, resource: str, verb: str, name: str | None = None) -> bool:
+    return any(group in r["apiGroups"] and resource in r["resources"] and verb in r["verbs"]
+               and (not r.get("resourceNames") or name in r["resourceNames"]) for r in rules)
+
+
+def test_rbac_is_least_privilege(helm_env: dict[str, str]) -> None:
+    docs = render(helm_env)
+    for role in (d for d in docs if d["kind"] == "ClusterRole"):
+        for rule in role["rules"]:
+            for key in ("apiGroups", "resources", "verbs"):
+                assert "*" not in rule[key], (role["metadata"]["name"], rule)
+            assert "secrets" not in rule["resources"]
+    rules = rules_of(docs, "riverlog-operator")
+    binding = one(docs, "ClusterRoleBinding")
+    assert binding["roleRef"]["name"] == "riverlog-operator"
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "riverlog-operator", "namespace": NAMESPACE}]
+    # What the operator does...
+    for group, resource, verbs in [
+        ("riverlog.dev", "clusters", ("get", "list", "watch", "patch")),
+        ("riverlog.dev", "topics", ("get", "list", "watch", "patch")),
+        ("riverlog.dev", "clusters/status", ("patch",)),
+        ("riverlog.dev", "topics/status", ("patch",)),
+        ("apps", "statefulsets", ("get", "create", "patch")),
+        ("", "configmaps", ("create", "patch")), ("", "services", ("create", "patch")),
+        ("", "serviceaccounts", ("create", "patch")), ("policy", "poddisruptionbudgets", ("create", "patch")),
+        ("", "pods", ("list", "patch", "delete")), ("", "persistentvolumeclaims", ("list", "delete")),
+        ("", "nodes", ("get",)), ("", "events", ("create",)),
+        ("apiextensions.k8s.io", "customresourcedefinitions", ("list", "watch")),
+    ]:
+        for verb in verbs:
+            assert allowed(rules, group, resource, verb), (group, resource, verb)
+    assert allowed(rules, "kopf.dev", "clusterkopfpeerings", "patch", "riverlog-operator")
+    # ... and nothing more than that.
+    assert not allowed(rules, "kopf.dev", "clusterkopfpeerings", "patch", "someone-elses")
+    for group, resource in [("apps", "statefulsets"), ("", "services"), ("", "configmaps"),
+                            ("riverlog.dev", "clusters")]:
+        assert not allowed(rules, group, resource, "delete"), resource
+    assert not allowed(rules, "", "nodes", "list") and not allowed(rules, "", "namespaces", "list")
+    # Namespace users get Clusters and Topics through the default roles.
+    edit = one(docs, "ClusterRole", "riverlog-edit")
+    assert edit["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-edit"] == "true"
+    assert allowed(edit["rules"], "riverlog.dev", "clusters/scale", "update")
+
+
+def test_peering_name_is_the_operators(helm_env: dict[str, str]) -> None:
+    from riverlog_operator.app import PEERING_NAME
+
+    docs = render(helm_env, "--set-json", 'operator.watchNamespaces=["team-a"]')
+    assert one(docs, "KopfPeering")["metadata"]["name"] == PEERING_NAME
+
+
+def test_watching_namespaces_grants_writes_only_there(helm_env: dict[str, str]) -> None:
+    docs = render(helm_env, "--set-json", 'operator.watchNamespaces=["team-a","team-b"]')
+    (container,) = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"]
+    assert container["args"] == ["--namespace=team-a", "--namespace=team-b"]
+    peerings = [d for d in docs if d["kind"] == "KopfPeering"]
+    assert sorted(p["metadata"]["namespace"] for p in peerings) == ["team-a", "team-b"]
+    # Cluster-wide, only reads kopf needs and node labels for racks.
+    clusterwide = rules_of(docs, "riverlog-operator")
+    assert not allowed(clusterwide, "apps", "statefulsets", "create")
+    assert not allowed(clusterwide, "kopf.dev", "clusterkopfpeerings", "list")
+    assert allowed(clusterwide, "", "namespaces", "watch") and allowed(clusterwide, "", "nodes", "get")
+    # The writes are bound in the watched namespaces only.
+    bindings = [d for d in docs if d["kind"] == "RoleBinding"]
+    assert sorted(b["metadata"]["namespace"] for b in bindings) == ["team-a", "team-b"]
+    for binding in bindings:
+        assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                      "name": "riverlog-operator-namespaced"}
+    namespaced = rules_of(docs, "riverlog-operator-namespaced")
+    assert allowed(namespaced, "apps", "statefulsets", "create")
+    assert allowed(namespaced, "kopf.dev", "kopfpeerings", "patch", "riverlog-operator")
+
+
+def test_every_optional_part_renders(helm_env: dict[str, str]) -> None:
+    docs = render(helm_env, *ALL_ON)
+    counts = kinds(docs)
+    assert counts["Cluster"] == 1 and counts["Topic"] == 2
+    assert counts["ServiceMonitor"] == 2 and counts["PrometheusRule"] == 1 and counts["ConfigMap"] == 1
+    cluster = one(docs, "Cluster", "demo")
+    assert cluster["apiVersion"] == "riverlog.dev/v1alpha1"
+    assert cluster["spec"] == {"replicas": 3, "storage": {"size": "10Gi"}, "config": {}}
+    orders = one(docs, "Topic", "orders")
+    assert orders["spec"] == {"clusterRef": {"name": "demo"}, "partitions": 6, "replicationFactor": 3,
+                              "config": {"retention.ms": "604800000"}}
+    assert one(docs, "Topic", "audit")["spec"] == {"clusterRef": {"name": "demo"}}
+    dashboard = one(docs, "ConfigMap", "riverlog-dashboard")
+    assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
+    shipped = json.loads((CHART / "dashboards" / "riverlog.json").read_text())
+    assert json.loads(dashboard["data"]["riverlog.json"]) == shipped
+    brokers = one(docs, "ServiceMonitor", "riverlog-brokers")
+    # It selects the headless Services the operator makes (port "metrics", Cluster name label).
+    from riverlog_operator.builders.common import BuildInputs, labels
+    from riverlog_operator.builders.services import build_headless_service
+    from riverlog_operator.model import ClusterRef, ClusterSpec
+
+    headless = build_headless_service(BuildInputs(ClusterRef("demo", "prod", "uid-1"), ClusterSpec(), "riverlog:x", 3))
+    assert brokers["spec"]["selector"]["matchLabels"].items() <= headless["metadata"]["labels"].items()
+    assert "metrics" in [p["name"] for p in headless["spec"]["ports"]]
+    endpoint = brokers["spec"]["endpoints"][0]
+    assert endpoint["port"] == "metrics"
+    assert {"sourceLabels": ["__meta_kubernetes_service_label_riverlog_dev_cluster"],
+            "targetLabel": "riverlog_cluster"} in endpoint["relabelings"]
+    assert labels("demo")["riverlog.dev/cluster"] == "demo"
+    assert brokers["spec"]["namespaceSelector"] == {"any": True}
+    operator_sm = one(docs, "ServiceMonitor", "riverlog-operator")
+    assert operator_sm["spec"]["selector"]["matchLabels"].items() <= one(docs, "Service")["metadata"]["labels"].items()
+
+
+@pytest.mark.parametrize("bad", [
+    ["--set", "operator.replicas=-1"],
+    ["--set", "image.pullPolicy=Sometimes"],
+    ["--set", "operator.replica=2"],                      # a typo: unknown keys are refused
+    ["--set", "metrics.prometheusRule.offlineFor=soon"],
+    ["--set", "operator.healthPort=80"],
+    ["--set-json", 'topics=[{"name":"t","spec":{"clusterRef":{"name":"x"}}}]'],
+    ["--set-json", 'topics=[{"spec":{}}]'],
+    ["--set-json", 'operator.watchNamespaces=["Not_A_Namespace"]'],
+])
+def test_values_schema_refuses_bad_values(helm_env: dict[str, str], bad: list[str]) -> None:
+    proc = helm(helm_env, "template", "riverlog", str(CHART), *bad, check=False)
+    assert proc.returncode != 0
+    assert "values don't meet the specifications of the schema" in proc.stderr, proc.stderr
+
+
+# --- alerts -------------------------------------------------------------------------------------
+
+
+def test_alert_rules_fire_when_they_should(helm_env: dict[str, str], tmp_path: Path) -> None:
+    docs = render(helm_env, "--set", "metrics.prometheusRule.enabled=true",
+                  "--set", "metrics.prometheusRule.consumerLag.threshold=1000")
+    spec = one(docs, "PrometheusRule")["spec"]
+    rules_file = tmp_path / "rules.yaml"
+    rules_file.write_text(yaml.safe_dump(spec))
+    tool = str(promtool.ensure())
+    check = subprocess.run([tool, "check", "rules", str(rules_file)], capture_output=True, text=True, check=False)
+    assert check.returncode == 0, check.stdout + check.stderr
+    # promtool compares annotations exactly: keep the summaries (checked below), drop the prose.
+    for group in spec["groups"]:
+        for rule in group["rules"]:
+            rule["annotations"] = {"summary": rule["annotations"]["summary"]}
+    rules_file.write_text(yaml.safe_dump(spec))
+
+    def series(name: str, values: str, **labels: str) -> dict[str, str]:
+        inner = ",".join(f'{k}="{v}"' for k, v in {"namespace": "prod", **labels}.items())
+        return {"series": f"{name}{{{inner}}}", "values": values}
+
+    demo = {"riverlog_cluster": "demo"}
+    calm = {"riverlog_cluster": "calm"}
+    tests = {"rule_files": [rules_file.name], "evaluation_interval": "1m", "tests": [{
+        "interval": "1m",
+        "input_series": [
+            # demo: the controller goes away at 2m, a partition goes offline at 2m, a broker stops
+            # answering at 2m, one partition is under-replicated from 1m, a group lags.
+            series("riverlog_active_controller_count", "1 1 0x20", pod="demo-0", **demo),
+            series("riverlog_active_controller_count", "0x22", pod="demo-1", **demo),
+            series("riverlog_offline_partitions_count", "0 0 2x20", pod="demo-0", **demo),
+            series("riverlog_under_replicated_partitions", "0 1x21", pod="demo-1", **demo),
+            series("up", "1 1 0x20", pod="demo-2", **demo),
+            series("riverlog_consumer_group_lag", "5000x22", group="billing", topic="orders", partition="0", **demo),
+            # calm: healthy, and its small lag stays under the threshold.
+            series("riverlog_active_controller_count", "1x22", pod="calm-0", **calm),
+            series("riverlog_offline_partitions_count", "0x22", pod="calm-0", **calm),
+            series("riverlog_under_replicated_partitions", "0x22", pod="calm-0", **calm),
+            series("up", "1x22", pod="calm-0", **calm),
+            series("riverlog_consumer_group_lag", "10x22", group="fast", topic="orders", partition="0", **calm),
+        ],
+        "alert_rule_test": [
+            {"eval_time": "2m", "alertname": "RiverlogActiveControllerAbsent", "exp_alerts": []},
+            {"eval_time": "4m", "alertname": "RiverlogActiveControllerAbsent", "exp_alerts": [{
+                "exp_labels": {"severity": "critical", "namespace": "prod", "riverlog_cluster": "demo"},
+                "exp_annotations": {"summary": "Riverlog cluster prod/demo has 0 active controllers"}}]},
+            {"eval_time": "4m", "alertname": "RiverlogOfflinePartitions", "exp_alerts": [{
+                "exp_labels": {"severity": "critical", "namespace": "prod", "riverlog_cluster": "demo"},
+                "exp_annotations": {"summary": "Offline partitions in Riverlog cluster prod/demo"}}]},
+            {"eval_time": "5m", "alertname": "RiverlogUnderReplicatedPartitions", "exp_alerts": []},
+            {"eval_time": "7m", "alertname": "RiverlogUnderReplicatedPartitions", "exp_alerts": [{
+                "exp_labels": {"severity": "warning", "namespace": "prod", "riverlog_cluster": "demo"},
+                "exp_annotations": {"summary": "Under-replicated partitions in Riverlog cluster prod/demo"}}]},
+            {"eval_time": "8m", "alertname": "RiverlogBrokerDown", "exp_alerts": [{
+                "exp_labels": {"severity": "warning", "namespace": "prod", "riverlog_cluster": "demo",
+                               "pod": "demo-2"},
+                "exp_annotations": {"summary": "Riverlog broker prod/demo-2 is not answering scrapes"}}]},
+            {"eval_time": "9m", "alertname": "RiverlogConsumerLagHigh", "exp_alerts": []},
+            {"eval_time": "12m", "alertname": "RiverlogConsumerLagHigh", "exp_alerts": [{
+                "exp_labels": {"severity": "warning", "namespace": "prod", "riverlog_cluster": "demo",
+                               "group": "billing", "topic": "orders"},
+                "exp_annotations": {"summary": "Consumer group billing lags on orders"}}]},
+        ],
+    }]}
+    tests_file = tmp_path / "tests.yaml"
+    tests_file.write_text(yaml.safe_dump(tests))
+    proc = subprocess.run([tool, "test", "rules", tests_file.name], cwd=tmp_path, capture_output=True, text=True,
+                          check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "SUCCESS" in proc.stdout
+
+
+# --- against the API server ---------------------------------------------------------------------------
+
+
+def apply_crds(kube: KubeCluster) -> None:
+    kube.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CHART / "crds"))
+    for doc in (d for p in sorted((CHART / "crds").glob("*.yaml")) for d in yaml.safe_load_all(p.read_text())):
+        kube.kubectl("wait", "--for=condition=Established", f"crd/{doc['metadata']['name']}", "--timeout=60s")
+
+
+def test_rendered_chart_passes_a_server_side_dry_run(kube: KubeCluster, helm_env: dict[str, str]) -> None:
+    apply_crds(kube)
+    namespace = kube.namespace("chart-dry-run")
+    for extra in ([], [*ALL_ON, *NO_MONITORING_CRDS],
+                  ["--set-json", f'operator.watchNamespaces=["{namespace}"]', *ALL_ON, *NO_MONITORING_CRDS]):
+        manifest = helm(helm_env, "template", "dry", str(CHART), "--namespace", namespace, *extra).stdout
+        proc = kube.kubectl("apply", "--dry-run=server", "-f", "-", input=manifest, check=False)
+        assert proc.returncode == 0, proc.stderr
+        applied = [line for line in proc.stdout.splitlines() if line.endswith("(server dry run)")]
+        assert len(applied) == len([d for d in yaml.safe_load_all(manifest) if d]), proc.stdout
+    # The CRDs' own validation runs in the dry run too: a Cluster the CRD refuses fails it.
+    bad = helm(helm_env, "template", "dry", str(CHART), "--namespace", namespace, "--set", "cluster.enabled=true",
+               "--set-json", 'cluster.spec={"replicas":0}').stdout
+    proc = kube.kubectl("apply", "--dry-run=server", "-f", "-", input=bad, check=False)
+    assert proc.returncode != 0 and "spec.replicas" in proc.stderr, proc.stderr
+
+
+def test_helm_install_and_uninstall(kube: KubeCluster) -> None:
+    apply_crds(kube)
+    namespace = kube.namespace("chart-install")
+    release = f"rl-{namespace.rsplit('-', 1)[-1]}"
+    kube.helm("install", release, str(CHART), "--namespace", namespace, "--set", "cluster.enabled=true",
+              "--set-json", 'topics=[{"name":"orders","spec":{"partitions":3}}]')
+    try:
+        status = json.loads(kube.helm("status", release, "--namespace", namespace, "-o", "json").stdout)
+        assert status["info"]["status"] == "deployed"
+        deployment = json.loads(kube.kubectl("get", "deployment", f"{release}-riverlog-operator", "-n", namespace,
+                                             "-o", "json").stdout)
+        assert deployment["spec"]["template"]["spec"]["serviceAccountName"] == f"{release}-riverlog-operator"
+        # The API server applied the CRDs' defaults to the chart's Cluster and Topic.
+        cluster = json.loads(kube.kubectl("get", "clusters.riverlog.dev", release, "-n", namespace, "-o",
+                                          "json").stdout)
+        assert cluster["spec"]["listeners"] == [{"name": "PLAINTEXT", "port": 9092}]
+        topic = json.loads(kube.kubectl("get", "topics.riverlog.dev", "orders", "-n", namespace, "-o", "json").stdout)
+        assert topic["spec"]["clusterRef"] == {"name": release} and topic["spec"]["deletionPolicy"] == "Delete"
+        # Cluster-wide, the ServiceAccount may do what the operator does anywhere, and no more.
+        account = f"system:serviceaccount:{namespace}:{release}-riverlog-operator"
+        for args, expected in [(("create", "statefulsets", "-n", "default"), "yes"),
+                               (("patch", "clusters.riverlog.dev", "--subresource=status", "-n", "default"), "yes"),
+                               (("update", "clusters.riverlog.dev", "--subresource=finalizers", "-n", "x"), "yes"),
+                               (("update", "clusters.riverlog.dev", "-n", "default"), "no"),
+                               (("create", "clusterkopfpeerings.kopf.dev"), "yes"),
+                               (("patch", "clusterkopfpeerings.kopf.dev/riverlog-operator"), "yes"),
+                               (("patch", "clusterkopfpeerings.kopf.dev/another"), "no"),
+                               (("get", "secrets", "-n", namespace), "no"),
+                               (("delete", "services", "-n", "default"), "no"),
+                               (("list", "nodes"), "no")]:
+            proc = kube.kubectl("auth", "can-i", *args, "--as", account, check=False)
+            assert proc.stdout.strip() == expected, (args, proc.stdout, proc.stderr)
+        # The controller-manager turns the Deployment into a ReplicaSet and a (Pending) Pod.
+        wait_until(lambda: kube.kubectl("get", "pods", "-n", namespace, "-l",
+                                        "app.kubernetes.io/component=operator", "-o", "name").stdout.strip(),
+                   60, "the operator's pod")
+    finally:
+        kube.helm("uninstall", release, "--namespace", namespace, "--wait", "--timeout", "60s")
+    assert kube.kubectl("get", "clusterrole", f"{release}-riverlog-operator", check=False).returncode != 0
+
+
+# --- the operator with the chart's permissions only ------------------------------------------------------
+
+
+def service_account_kubeconfig(kube: KubeCluster, namespace: str, account: str, path: Path) -> Path:
+    """A kubeconfig that authenticates as the ServiceAccount (a TokenRequest token)."""
+    token = kube.kubectl("create", "token", account, "-n", namespace, "--duration=1h").stdout.strip()
+    admin = yaml.safe_load(kube.kubeconfig.read_text())
+    cluster = admin["clusters"][0]
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "clusters": [cluster],
+        "users": [{"name": account, "user": {"token": token}}],
+        "contexts": [{"name": account, "context": {"cluster": cluster["name"], "user": account,
+                                                   "namespace": namespace}}],
+        "current-context": account,
+    }))
+    return path
+
+
+@dataclass(frozen=True)
+class OperatorRun:
+    namespace: str
+    account: str
+    clusterwide: bool
+    log_path: Path
+
+
+@pytest.fixture(params=["namespaced", "clusterwide"])
+def operator_under_chart_rbac(request: pytest.FixtureRequest, kube: KubeCluster,
+                              tmp_path: Path) -> Iterator[OperatorRun]:
+    """The chart installed in a fresh namespace with no operator replicas; the operator runs
+    here instead, authenticated as the chart's ServiceAccount: watching only that namespace, or
+    cluster-wide (the chart's default)."""
+    clusterwide = request.param == "clusterwide"
+    apply_crds(kube)
+    namespace = kube.namespace("chart-rbac")
+    release = f"rbac-{namespace.rsplit('-', 1)[-1]}"
+    account = f"{release}-riverlog-operator"
+    scope = [] if clusterwide else ["--set-json", f'operator.watchNamespaces=["{namespace}"]']
+    kube.helm("install", release, str(CHART), "--namespace", namespace, "--set", "operator.replicas=0", *scope)
+    kubeconfig = service_account_kubeconfig(kube, namespace, account, tmp_path / "sa.kubeconfig")
+    env = {**kube.env(), "KUBECONFIG": str(kubeconfig), "RIVERLOG_OPERATOR_METRICS_PORT": "0",
+           "RIVERLOG_OPERATOR_IMAGE": "riverlog:test",
+           # Above kopf's random default: a peer left by an earlier test never pauses this one.
+           "RIVERLOG_OPERATOR_PRIORITY": str(1 << 31),
+           "PYTHONPATH": os.pathsep.join([str(ROOT / "operator"), str(ROOT / "broker_image")])}
+    log_path = tmp_path / "operator.log"
+    args = [] if clusterwide else ["--namespace", namespace]
+    with log_path.open("w") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "riverlog_operator", *args, "--verbose"],
+                                env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        yield OperatorRun(namespace, f"system:serviceaccount:{namespace}:{account}", clusterwide, log_path)
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+        kube.kubectl("delete", "clusters.riverlog.dev,topics.riverlog.dev", "--all", "-n", namespace, "--wait=false",
+                     check=False)
+        kube.helm("uninstall", release, "--namespace", namespace, "--timeout", "60s", check=False)
+
+
+def test_operator_reconciles_with_only_the_charts_permissions(
+        kube: KubeCluster, operator_under_chart_rbac: OperatorRun) -> None:
+    run = operator_under_chart_rbac
+    namespace = run.namespace
+    kube.kubectl("apply", "-n", namespace, "-f", str(ROOT / "examples" / "cluster.yaml"))
+    kube.kubectl("apply", "-n", namespace, "-f", str(ROOT / "examples" / "topic.yaml"))
+
+    def conditions(resource: str) -> list[dict[str, Any]]:
+        obj = json.loads(kube.kubectl("get", resource, "-n", namespace, "-o", "json").stdout)
+        found: list[dict[str, Any]] = obj.get("status", {}).get("conditions") or []
+        return found
+
+    def children() -> bool:
+        names = {"statefulset/demo", "service/demo-brokers", "service/demo-bootstrap", "configmap/demo-config",
+                 "poddisruptionbudget/demo", "serviceaccount/demo-broker"}
+        return all(kube.kubectl("get", name, "-n", namespace, check=False).returncode == 0 for name in names)
+
+    try:
+        wait_until(children, 120, "the Cluster's StatefulSet, Services, ConfigMap, PDB and ServiceAccount")
+        wait_until(lambda: conditions("clusters.riverlog.dev/demo"), 60, "status conditions on the Cluster")
+        # No broker runs here (no kubelet): the Topic says so in its status, which the operator
+        # may write, and holds the finalizer it may patch on.
+        wait_until(lambda: conditions("topics.riverlog.dev/orders"), 60, "status conditions on the Topic")
+        if run.clusterwide:
+            # Peering: the operator found or made the ClusterKopfPeering and announced itself in it.
+            wait_until(lambda: json.loads(kube.kubectl("get", "clusterkopfpeerings.kopf.dev", "riverlog-operator",
+                                                       "-o", "json").stdout).get("status"),
+                       60, "the operator in the ClusterKopfPeering")
+    finally:
+        log = run.log_path.read_text()
+    assert "Forbidden" not in log and "forbidden" not in log, log[-4000:]
+    # The permissions stop where the chart says.
+    for verb, resource, ns, expected in [("create", "statefulsets", namespace, "yes"),
+                                         ("create", "statefulsets", "default", "yes" if run.clusterwide else "no"),
+                                         ("get", "secrets", namespace, "no"),
+                                         ("delete", "statefulsets", namespace, "no")]:
+        proc = kube.kubectl("auth", "can-i", verb, resource, "-n", ns, "--as", run.account, check=False)
+        assert proc.stdout.strip() == expected, (verb, resource, ns, proc.stdout, proc.stderr)
