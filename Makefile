@@ -10,7 +10,7 @@ PORT ?= 9092
 METRICS_PORT ?= 9404
 DATA ?= ./data
 
-.PHONY: run test lint typecheck unit integration cluster deps system-deps java-deps clean bench
+.PHONY: run test lint typecheck unit integration cluster k8s deps system-deps java-deps k8s-deps clean bench
 
 # scripts/install.sh is also the Dockerfile's install step: the image installs what CI tested.
 $(STAMP): pyproject.toml scripts/install.sh
@@ -25,14 +25,24 @@ run: deps
 		--set listeners=PLAINTEXT://:$(PORT) --set advertised.listeners=PLAINTEXT://localhost:$(PORT) \
 		--set metrics.port=$(METRICS_PORT)
 
-# kcat (librdkafka's CLI) comes from Debian; Kafka's Java tools and server from Maven Central.
+# From Debian: kcat (librdkafka's CLI), etcd-server (the k8s tier's store) and openssl (its
+# certificates); Kafka's Java tools and server come from Maven Central.
 system-deps:
-	@command -v kcat >/dev/null 2>&1 || { \
+	@missing=""; \
+	command -v kcat >/dev/null 2>&1 || missing="$$missing kcat"; \
+	[ -x /usr/bin/etcd ] || missing="$$missing etcd-server"; \
+	command -v openssl >/dev/null 2>&1 || missing="$$missing openssl"; \
+	[ -z "$$missing" ] || { \
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq kcat >/dev/null; }
+		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq $$missing >/dev/null; }
 
 java-deps: deps
 	$(BIN)/python bench/kafka_dist.py install >/dev/null
+
+# kube-apiserver, kube-controller-manager, kubectl, helm and kind built from Go modules (minutes
+# when cold), cached in ${XDG_CACHE_HOME:-~/.cache}/riverlog/k8s/<version>/bin for the k8s tier.
+k8s-deps: deps system-deps
+	$(BIN)/python tests/support/kube_build.py >/dev/null
 
 lint: deps
 	$(BIN)/ruff check broker_image tests bench
@@ -40,7 +50,7 @@ lint: deps
 typecheck: deps
 	$(BIN)/mypy
 
-test: deps system-deps java-deps lint typecheck
+test: deps system-deps java-deps k8s-deps lint typecheck
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 unit: deps
@@ -51,6 +61,9 @@ integration: deps system-deps java-deps
 
 cluster: deps
 	$(BIN)/python -m pytest -m cluster $(PYTEST_ARGS)
+
+k8s: deps k8s-deps
+	$(BIN)/python -m pytest -m k8s $(PYTEST_ARGS)
 
 bench: deps
 	$(BIN)/python bench/produce_consume.py
