@@ -283,6 +283,10 @@ def test_three_consumers_split_partitions_and_process_each_record_once(
             wanted = set(expected)
 
             def caught_up(wanted: set[tuple[int, int]] = wanted) -> bool:
+                # A consumer whose thread died shows up as the wait's last error, not a bare timeout.
+                failed = [f"{c.name}: {c.error!r}" for c in consumers if c.error is not None]
+                if failed:
+                    raise AssertionError(f"consumer failed: {failed}")
                 return ledger.keys() >= wanted
 
             wait_until(caught_up, timeout=WAIT,
