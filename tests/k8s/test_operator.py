@@ -616,3 +616,76 @@ def test_peering_lets_only_the_highest_priority_replica_act(kube: KubeCluster, c
         if high is not None:
             high.stop()
         low.stop()
+
+
+# --- scale-down drain against a real quorum ------------------------------------------------------
+
+
+@pytest.fixture
+def quorum_of_four(tmp_path: Path) -> Iterator[str]:
+    """Four Riverlog broker processes on loopback numbered like a Cluster's pods (node ids
+    0-3, voters 0-2): what the operator drains when a Cluster shrinks from 4 to 3."""
+    ports = [free_port() for _ in range(4)]
+    controller_ports = [free_port() for _ in range(3)]
+    voters = ",".join(f"{i}@127.0.0.1:{controller_ports[i]}" for i in range(3))
+    procs = []
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "broker_image")}
+    for i in range(4):
+        listeners = f"PLAINTEXT://127.0.0.1:{ports[i]}"
+        roles = "broker"
+        if i < 3:
+            listeners += f",CONTROLLER://127.0.0.1:{controller_ports[i]}"
+            roles = "broker,controller"
+        props = {"node.id": i, "process.roles": roles, "listeners": listeners,
+                 "advertised.listeners": f"PLAINTEXT://127.0.0.1:{ports[i]}", "controller.quorum.voters": voters,
+                 "log.dirs": tmp_path / f"broker{i}", "metrics.port": free_port(), "metrics.host": "127.0.0.1",
+                 "auto.leader.rebalance.enable": "false"}
+        args = [arg for k, v in props.items() for arg in ("--set", f"{k}={v}")]
+        with (tmp_path / f"broker{i}.log").open("wb") as log:
+            procs.append(subprocess.Popen([sys.executable, "-m", "riverlog", "broker", *args], env=env, stdout=log,
+                                          stderr=subprocess.STDOUT, start_new_session=True))
+    bootstrap = ",".join(f"127.0.0.1:{p}" for p in ports)
+
+    def all_registered() -> bool:
+        try:
+            described = admin_call(bootstrap, lambda a: a.describe_cluster())
+        except Exception:
+            return False
+        return sorted(b.node_id for b in described.brokers) == [0, 1, 2, 3]
+
+    try:
+        wait_until(all_registered, WAIT, "four brokers registered with the quorum", interval=1.0)
+        yield bootstrap
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+        for proc in procs:
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(10)
+
+
+def test_scale_down_drains_the_removed_broker_first(kube: KubeCluster, operator_log: OperatorProcess,
+                                                    quorum_of_four: str) -> None:
+    bootstrap = quorum_of_four
+    namespace = kube.namespace(f"{PREFIX}-drain")
+    apply(kube, cluster_doc(namespace, replicas=4, annotations={"riverlog.dev/bootstrap-servers": bootstrap}))
+    wait_children(kube, namespace)
+    apply(kube, topic_doc(namespace, "spread", "demo", partitions=8, replicationFactor=2))
+    wait_topic(kube, namespace, "spread", "TopicReady")
+
+    def replicas_on(node: int) -> list[tuple[int, tuple[int, ...]]]:
+        topic = admin_call(bootstrap, lambda a: a.describe_topics(["spread"]))[0]
+        return [(p.partition, p.replicas) for p in topic.partitions if node in p.replicas]
+
+    assert replicas_on(3), "placement put no replica on broker 3; the test would prove nothing"
+    kube.kubectl("scale", "rlc/demo", "-n", namespace, "--replicas=3")
+    wait_until(lambda: statefulset(kube, namespace)["spec"]["replicas"] == 3, WAIT,
+               "the StatefulSet shrunk after the drain")
+    assert replicas_on(3) == []
+    topic = admin_call(bootstrap, lambda a: a.describe_topics(["spread"]))[0]
+    assert all(len(p.replicas) == 2 and set(p.replicas) <= {0, 1, 2} for p in topic.partitions)
+    assert admin_call(bootstrap, lambda a: a.list_partition_reassignments()) == {}
