@@ -330,6 +330,14 @@ class KubeCluster:
             # The `kubernetes` Service's endpoints would name 127.0.0.1, which Endpoints refuse;
             # nothing in the tests reaches the API server through that Service.
             "--endpoint-reconciler-type=none",
+            # Published in kube-system/extension-apiserver-authentication, where the
+            # controller-manager's delegated authentication looks (and logs errors without it).
+            # No front-proxy certificate is ever issued, so nothing can authenticate this way.
+            f"--requestheader-client-ca-file={pki / 'ca.crt'}",
+            "--requestheader-allowed-names=front-proxy-client",
+            "--requestheader-username-headers=X-Remote-User",
+            "--requestheader-group-headers=X-Remote-Group",
+            "--requestheader-extra-headers-prefix=X-Remote-Extra-",
             f"--cert-dir={pki}",
             "--profiling=false",
         ]
