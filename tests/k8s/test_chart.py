@@ -10,7 +10,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from typing import Any
 import pytest
 import yaml
 from support import promtool
+from support.image_stage import build_stage
 from support.kube import KubeCluster, wait_until
 
 pytestmark = [pytest.mark.k8s, pytest.mark.timeout(600)]
@@ -420,6 +420,13 @@ def service_account_kubeconfig(kube: KubeCluster, namespace: str, account: str, 
     return path
 
 
+@pytest.fixture(scope="module")
+def image_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """What the image holds in /opt/riverlog (the Dockerfile's build stage, run without Docker):
+    the operator runs from there, as in production, not from the test virtualenv."""
+    return build_stage(tmp_path_factory.mktemp("image") / "opt-riverlog")
+
+
 @dataclass(frozen=True)
 class OperatorRun:
     namespace: str
@@ -429,11 +436,11 @@ class OperatorRun:
 
 
 @pytest.fixture(params=["namespaced", "clusterwide"])
-def operator_under_chart_rbac(request: pytest.FixtureRequest, kube: KubeCluster,
+def operator_under_chart_rbac(request: pytest.FixtureRequest, kube: KubeCluster, image_tree: Path,
                               tmp_path: Path) -> Iterator[OperatorRun]:
     """The chart installed in a fresh namespace with no operator replicas; the operator runs
-    here instead, authenticated as the chart's ServiceAccount: watching only that namespace, or
-    cluster-wide (the chart's default)."""
+    here instead, from the image's tree with the chart's command, authenticated as the chart's
+    ServiceAccount: watching only that namespace, or cluster-wide (the chart's default)."""
     clusterwide = request.param == "clusterwide"
     apply_crds(kube)
     namespace = kube.namespace("chart-rbac")
@@ -442,16 +449,18 @@ def operator_under_chart_rbac(request: pytest.FixtureRequest, kube: KubeCluster,
     scope = [] if clusterwide else ["--set-json", f'operator.watchNamespaces=["{namespace}"]']
     kube.helm("install", release, str(CHART), "--namespace", namespace, "--set", "operator.replicas=0", *scope)
     kubeconfig = service_account_kubeconfig(kube, namespace, account, tmp_path / "sa.kubeconfig")
-    env = {**kube.env(), "KUBECONFIG": str(kubeconfig), "RIVERLOG_OPERATOR_METRICS_PORT": "0",
-           "RIVERLOG_OPERATOR_IMAGE": "riverlog:test",
-           # Above kopf's random default: a peer left by an earlier test never pauses this one.
-           "RIVERLOG_OPERATOR_PRIORITY": str(1 << 31),
-           "PYTHONPATH": os.pathsep.join([str(ROOT / "operator"), str(ROOT / "broker_image")])}
+    env = {k: v for k, v in kube.env().items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+    env.update(KUBECONFIG=str(kubeconfig), RIVERLOG_OPERATOR_METRICS_PORT="0", RIVERLOG_OPERATOR_IMAGE="riverlog:test",
+               # Above kopf's random default: a peer left by an earlier test never pauses this one.
+               RIVERLOG_OPERATOR_PRIORITY=str(1 << 31))
+    deployment = one(render(kube.env(), *scope, namespace=namespace, release=release), "Deployment")
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    command = [str(image_tree / "venv" / "bin" / container["command"][0]), *container["command"][1:]]
     log_path = tmp_path / "operator.log"
-    args = [] if clusterwide else ["--namespace", namespace]
+    args = container.get("args", [])  # the chart's: --namespace=<each watched one> or nothing
     with log_path.open("w") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "riverlog_operator", *args, "--verbose"],
-                                env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen([*command, *args, "--verbose"], cwd=image_tree, env=env, stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True)
     try:
         yield OperatorRun(namespace, f"system:serviceaccount:{namespace}:{account}", clusterwide, log_path)
     finally:

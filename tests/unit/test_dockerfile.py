@@ -11,68 +11,14 @@ import shlex
 import subprocess
 import sys
 import tomllib
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from support.image_stage import DOCKERFILE, ROOT, Stage, parse_dockerfile
 
 pytestmark = pytest.mark.unit
 
-ROOT = Path(__file__).resolve().parents[2]
-DOCKERFILE = ROOT / "Dockerfile"
 INSTALL_SCRIPT = "scripts/install.sh"
-
-
-@dataclass(frozen=True)
-class Instruction:
-    keyword: str
-    args: str
-
-
-@dataclass
-class Stage:
-    base: str
-    name: str | None
-    instructions: list[Instruction]
-
-    def all(self, keyword: str) -> list[str]:
-        return [i.args for i in self.instructions if i.keyword == keyword]
-
-
-def parse_dockerfile(text: str) -> tuple[dict[str, str], list[Stage]]:
-    """Global ARG defaults and the stages, with continuation lines joined and comments dropped."""
-    logical: list[str] = []
-    pending = ""
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line or (line.startswith("#") and not pending):
-            continue
-        if line.startswith("#"):
-            continue  # a comment inside a continued instruction
-        if line.endswith("\\"):
-            pending += line[:-1] + " "
-            continue
-        logical.append(pending + line)
-        pending = ""
-    assert not pending, "the Dockerfile ends inside a continued line"
-    args: dict[str, str] = {}
-    stages: list[Stage] = []
-    for line in logical:
-        keyword, _, rest = line.partition(" ")
-        keyword = keyword.upper()
-        rest = rest.strip()
-        if keyword == "FROM":
-            parts = rest.split()
-            base = re.sub(r"\$\{(\w+)\}", lambda m: args.get(m.group(1), m.group(0)), parts[0])
-            name = parts[2] if len(parts) == 3 and parts[1].upper() == "AS" else None
-            stages.append(Stage(base, name, []))
-        elif not stages:
-            assert keyword == "ARG", f"{keyword} before the first FROM"
-            key, _, value = rest.partition("=")
-            args[key] = value
-        else:
-            stages[-1].instructions.append(Instruction(keyword, rest))
-    return args, stages
 
 
 @pytest.fixture(scope="module")
