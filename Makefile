@@ -10,7 +10,7 @@ PORT ?= 9092
 METRICS_PORT ?= 9404
 DATA ?= ./data
 
-.PHONY: run test lint typecheck unit integration cluster k8s deps system-deps java-deps k8s-deps clean bench
+.PHONY: run test lint typecheck unit integration cluster k8s deps system-deps java-deps k8s-deps chart-crds clean bench
 
 # scripts/install.sh is also the Dockerfile's install step: the image installs what CI tested.
 $(STAMP): pyproject.toml scripts/install.sh
@@ -25,13 +25,15 @@ run: deps
 		--set listeners=PLAINTEXT://:$(PORT) --set advertised.listeners=PLAINTEXT://localhost:$(PORT) \
 		--set metrics.port=$(METRICS_PORT)
 
-# From Debian: kcat (librdkafka's CLI), etcd-server (the k8s tier's store) and openssl (its
-# certificates); Kafka's Java tools and server come from Maven Central.
+# From Debian: kcat (librdkafka's CLI), etcd-server (the k8s tier's store), openssl (its
+# certificates) and shellcheck (lints the shell scripts); Kafka's Java tools and server come from
+# Maven Central.
 system-deps:
 	@missing=""; \
 	command -v kcat >/dev/null 2>&1 || missing="$$missing kcat"; \
 	[ -x /usr/bin/etcd ] || missing="$$missing etcd-server"; \
 	command -v openssl >/dev/null 2>&1 || missing="$$missing openssl"; \
+	command -v shellcheck >/dev/null 2>&1 || missing="$$missing shellcheck"; \
 	[ -z "$$missing" ] || { \
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq $$missing >/dev/null; }
@@ -41,8 +43,15 @@ java-deps: deps
 
 # kube-apiserver, kube-controller-manager, kubectl, helm and kind built from Go modules (minutes
 # when cold), cached in ${XDG_CACHE_HOME:-~/.cache}/riverlog/k8s/<version>/bin for the k8s tier.
+# Plus promtool, taken from Debian's prometheus package (checks the chart's alerts and dashboard).
 k8s-deps: deps system-deps
 	$(BIN)/python tests/support/kube_build.py >/dev/null
+	$(BIN)/python tests/support/promtool.py >/dev/null
+
+# The chart ships copies of crds/ (Helm installs a chart's crds/ folder); a test checks they match.
+chart-crds:
+	rm -f charts/riverlog/crds/*.yaml
+	cp crds/*.yaml charts/riverlog/crds/
 
 lint: deps
 	$(BIN)/ruff check broker_image tests bench
@@ -53,7 +62,7 @@ typecheck: deps
 test: deps system-deps java-deps k8s-deps lint typecheck
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-unit: deps
+unit: deps system-deps
 	$(BIN)/python -m pytest -m unit $(PYTEST_ARGS)
 
 integration: deps system-deps java-deps
