@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 from support import kube_build
-from support.kube import KubeCluster, wait_until
+from support.kube import KubeCluster, KubeStartError, wait_until
 
 pytestmark = pytest.mark.k8s
 
@@ -226,3 +227,18 @@ def test_a_pod_marked_ready_lets_an_ordered_rollout_go_on(kube: KubeCluster) -> 
         lambda: get_json(kube, "statefulset", "web", "-n", namespace)["status"].get("readyReplicas") == 1,
         60, "the StatefulSet counting the ready pod",
     )
+
+
+class _BrokenApiServer(KubeCluster):
+    def _apiserver_args(self) -> list[str]:
+        return [*super()._apiserver_args(), "--no-such-flag=1"]
+
+
+def test_a_control_plane_that_cannot_start_says_why(tmp_path: Path, k8s_bin: Path) -> None:
+    cluster = _BrokenApiServer(tmp_path, bin_dir=k8s_bin)
+    with pytest.raises(KubeStartError) as failure:
+        cluster.start(timeout=60)
+    message = str(failure.value)
+    assert "kube-apiserver exited" in message
+    assert "unknown flag: --no-such-flag" in message  # the apiserver's own words, from its log tail
+    assert cluster.components == []  # etcd, which had started, was stopped again
