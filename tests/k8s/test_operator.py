@@ -689,3 +689,17 @@ def test_scale_down_drains_the_removed_broker_first(kube: KubeCluster, operator_
     topic = admin_call(bootstrap, lambda a: a.describe_topics(["spread"]))[0]
     assert all(len(p.replicas) == 2 and set(p.replicas) <= {0, 1, 2} for p in topic.partitions)
     assert admin_call(bootstrap, lambda a: a.list_partition_reassignments()) == {}
+
+    # A replication factor change is a reassignment too: 2 -> 3 over the remaining brokers.
+    merge_patch(kube, "rlt", "spread", namespace, {"spec": {"replicationFactor": 3}})
+
+    def widened() -> bool:
+        parts = admin_call(bootstrap, lambda a: a.describe_topics(["spread"]))[0].partitions
+        return all(sorted(p.replicas) == [0, 1, 2] and sorted(p.isr) == [0, 1, 2] for p in parts)
+
+    # Broker 3 still runs (it is not a pod here) but left the Cluster: it gets no new replicas.
+    wait_until(widened, WAIT, "every partition on brokers 0, 1 and 2 and in sync")
+    obj = wait_until(lambda: (t := topic_status(kube, namespace, "spread")).get("status", {}).get(
+        "replicationFactor") == 3 and condition(t, "Ready").get("status") == "True" and t, WAIT,
+        "the Topic's status at replication factor 3")
+    assert obj["status"]["observedGeneration"] == 2

@@ -18,7 +18,7 @@ from riverlog.protocol.errors import ErrorCode
 
 from .. import brokers
 from ..kubeapi import KubeApi
-from ..model import TopicSpec
+from ..model import ClusterSpec, TopicSpec
 from ..placement import PlacementError, replication_plan
 from ..status import topic_ready
 from .common import cluster_bootstrap, now
@@ -46,7 +46,8 @@ async def _describe(admin: AdminClient, topic: str) -> TopicInfo | None:
         raise
 
 
-async def _converge(admin: AdminClient, spec: TopicSpec, spec_changed: bool) -> tuple[TopicInfo, list[str], bool]:
+async def _converge(admin: AdminClient, spec: TopicSpec, spec_changed: bool, cluster_size: int
+                    ) -> tuple[TopicInfo, list[str], bool]:
     """Bring the topic to the spec. Returns its description, notes for the status message and
     whether it matches the spec (False: a difference the operator cannot fix)."""
     notes: list[str] = []
@@ -84,8 +85,10 @@ async def _converge(admin: AdminClient, spec: TopicSpec, spec_changed: bool) -> 
                           for t in await admin.list_topics(include_internal=True) for p in t.partitions}
             mine = {(spec.topic_name, p.partition): list(p.replicas) for p in topic.partitions}
             try:
-                plan = replication_plan(mine, spec.replication_factor, [b.node_id for b in cluster.brokers],
-                                        everything)
+                # Only the Cluster's own brokers (pod ordinals below its size): a broker being
+                # drained or removed must not receive new replicas.
+                members = [b.node_id for b in cluster.brokers if b.node_id < cluster_size]
+                plan = replication_plan(mine, spec.replication_factor, members, everything)
             except PlacementError as exc:
                 raise BrokerError(ErrorCode.INVALID_REPLICATION_FACTOR, f"change the replication factor of "
                                   f"'{spec.topic_name}'", str(exc)) from None
@@ -128,7 +131,8 @@ async def reconcile_topic(api: KubeApi, body: Mapping[str, Any]) -> None:
     bootstrap = cluster_bootstrap(cluster)
     try:
         async with brokers.admin_client(bootstrap) as admin:
-            topic, notes, in_sync = await _converge(admin, spec, spec_changed)
+            topic, notes, in_sync = await _converge(admin, spec, spec_changed,
+                                                    ClusterSpec.from_dict(cluster.get("spec") or {}).replicas)
     except BrokerError as exc:
         if exc.code in SPEC_ERRORS:
             await write(False, "InvalidSpec", str(exc))
