@@ -10,7 +10,7 @@ PORT ?= 9092
 METRICS_PORT ?= 9404
 DATA ?= ./data
 
-.PHONY: run test lint typecheck unit integration cluster k8s deps system-deps java-deps k8s-deps chart-crds clean bench
+.PHONY: run test lint typecheck unit integration cluster k8s spark deps system-deps java-deps k8s-deps spark-deps chart-crds clean bench
 
 # scripts/install.sh is also the Dockerfile's install step: the image installs what CI tested.
 $(STAMP): pyproject.toml scripts/install.sh
@@ -48,18 +48,24 @@ k8s-deps: deps system-deps
 	$(BIN)/python tests/support/kube_build.py >/dev/null
 	$(BIN)/python tests/support/promtool.py >/dev/null
 
+# Spark's Kafka connector (spark-sql-kafka-0-10_2.13 at pyspark's version) and the jars it needs
+# beyond pyspark's own, resolved once with Maven into ${XDG_CACHE_HOME:-~/.cache}/riverlog/spark/<version>/jars
+# (warm runs fetch nothing); the spark tier runs pipelines in local mode with them.
+spark-deps: deps
+	$(BIN)/riverlog-spark jars >/dev/null
+
 # The chart ships copies of crds/ (Helm installs a chart's crds/ folder); a test checks they match.
 chart-crds:
 	rm -f charts/riverlog/crds/*.yaml
 	cp crds/*.yaml charts/riverlog/crds/
 
 lint: deps
-	$(BIN)/ruff check broker_image tests bench
+	$(BIN)/ruff check broker_image spark tests bench
 
 typecheck: deps
 	$(BIN)/mypy
 
-test: deps system-deps java-deps k8s-deps lint typecheck
+test: deps system-deps java-deps k8s-deps spark-deps lint typecheck
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 unit: deps system-deps
@@ -73,6 +79,9 @@ cluster: deps
 
 k8s: deps k8s-deps
 	$(BIN)/python -m pytest -m k8s $(PYTEST_ARGS)
+
+spark: deps spark-deps
+	$(BIN)/python -m pytest -m spark $(PYTEST_ARGS)
 
 bench: deps
 	$(BIN)/python bench/produce_consume.py

@@ -1,0 +1,146 @@
+"""``riverlog-spark``: run a pipeline, generate events, or resolve the connector jars.
+
+    riverlog-spark run etl --bootstrap localhost:9092 --trigger '10 seconds'
+    riverlog-spark run batch --bootstrap localhost:9092 --topic events --range 0:0:1000 --output out/
+    riverlog-spark run enrich --bootstrap localhost:9092 --checkpoint checkpoints/enrich
+    riverlog-spark generate --bootstrap localhost:9092 --topic events --count 10000 --users-topic users
+    riverlog-spark jars            # resolve (once) and list the connector jars
+
+``python -m riverlog_spark`` is the same, and so is ``spark-submit riverlog_spark/__main__.py``
+(then spark-submit's master and jars/packages apply; see docs/spark.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+from collections.abc import Sequence
+from types import ModuleType
+
+from . import deps
+from .pipelines import batch, enrich, etl
+
+PIPELINES: dict[str, ModuleType] = {m.NAME: m for m in (etl, batch, enrich)}
+
+
+def parse_pair(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"{text!r}: expected KEY=VALUE")
+    return key.strip(), value
+
+
+def _add_run_common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--bootstrap", required=True, metavar="HOST:PORT[,...]",
+                        help="Riverlog (or Kafka) bootstrap servers")
+    parser.add_argument("--master", default=None,
+                        help="Spark master (default: local[2], or spark-submit's own)")
+    parser.add_argument("--conf", type=parse_pair, action="append", default=[], metavar="KEY=VALUE",
+                        help="a Spark setting (repeatable), e.g. spark.driver.memory=1g")
+    parser.add_argument("--kafka-option", type=parse_pair, action="append", default=[], metavar="KEY=VALUE",
+                        help="a connector option (repeatable): kafka.<client setting> or e.g. failOnDataLoss=false")
+    parser.add_argument("--log-level", default="WARN", help="Spark's log level (default: %(default)s)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="riverlog-spark", description="Spark pipelines on Riverlog.")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    run = commands.add_parser("run", help="run a pipeline")
+    pipelines = run.add_subparsers(dest="pipeline", required=True, metavar="PIPELINE")
+    for name, module in PIPELINES.items():
+        sub = pipelines.add_parser(name, help=module.HELP, description=module.__doc__,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+        _add_run_common(sub)
+        module.add_arguments(sub)
+
+    gen = commands.add_parser("generate", help="write generated events (and users) to topics")
+    gen.add_argument("--bootstrap", required=True, metavar="HOST:PORT[,...]")
+    gen.add_argument("--topic", default="events", help="events topic (default: %(default)s)")
+    gen.add_argument("--count", type=int, default=1000, help="number of events (default: %(default)s)")
+    gen.add_argument("--seed", type=int, default=1, help="random seed: same seed, same events")
+    gen.add_argument("--start-ms", type=int, default=None,
+                     help="event time of the first event, epoch ms (default: now minus the span)")
+    gen.add_argument("--step-ms", type=int, default=100, help="event time between events (default: %(default)s)")
+    gen.add_argument("--jitter-ms", type=int, default=0,
+                     help="add a random 0..N ms to each event time: out-of-order events (default: 0)")
+    gen.add_argument("--users", type=int, default=20, help="distinct users (default: %(default)s)")
+    gen.add_argument("--categories", default=",".join(etl_categories()),
+                     help="comma-separated categories (default: %(default)s)")
+    gen.add_argument("--id-prefix", default="e-", help="event id prefix (default: %(default)s)")
+    gen.add_argument("--partitions", type=int, default=-1,
+                     help="partitions of topics this command creates (default: the broker's)")
+    gen.add_argument("--users-topic", default=None,
+                     help="also write the users reference table to this (compacted) topic first")
+    gen.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    jars = commands.add_parser("jars", help="resolve Spark's Kafka connector (once) and list its jars")
+    jars.add_argument("--coordinate", action="store_true",
+                      help="print the Maven coordinate for spark-submit --packages instead")
+    jars.add_argument("--separator", default="\n", help="between jar paths, e.g. ',' for --jars")
+    return parser
+
+
+def etl_categories() -> tuple[str, ...]:
+    from .generate import DEFAULT_CATEGORIES
+
+    return DEFAULT_CATEGORIES
+
+
+def _run(args: argparse.Namespace) -> int:
+    from .session import SparkOptions, build_session
+
+    args.kafka_extra = dict(args.kafka_option)
+    module = PIPELINES[args.pipeline]
+    spark = build_session(SparkOptions(app_name=f"riverlog-{args.pipeline}", master=args.master,
+                                       conf=dict(args.conf), log_level=args.log_level))
+    try:
+        return int(module.run(spark, args))
+    finally:
+        spark.stop()
+
+
+def _generate(args: argparse.Namespace) -> int:
+    from . import generate
+
+    spec = generate.EventSpec(
+        count=args.count,
+        start_ms=args.start_ms if args.start_ms is not None else generate.now_ms() - args.count * args.step_ms,
+        step_ms=args.step_ms, jitter_ms=args.jitter_ms, users=args.users,
+        categories=[c for c in args.categories.split(",") if c], seed=args.seed, id_prefix=args.id_prefix,
+    )
+    progress = None if args.no_progress else sys.stderr
+
+    async def main() -> None:
+        if args.users_topic:
+            await generate.ensure_topic(args.bootstrap, args.users_topic, partitions=args.partitions,
+                                        configs={"cleanup.policy": "compact"})
+            records = generate.user_records(generate.users(args.users, args.seed))
+            await generate.produce(args.bootstrap, args.users_topic, records, progress=progress, label="users ")
+        await generate.ensure_topic(args.bootstrap, args.topic, partitions=args.partitions)
+        records = generate.event_records(generate.events(spec))
+        await generate.produce(args.bootstrap, args.topic, records, progress=progress, label="events")
+
+    asyncio.run(main())
+    return 0
+
+
+def _jars(args: argparse.Namespace) -> int:
+    if args.coordinate:
+        print(deps.connector_coordinate())
+        return 0
+    separator = args.separator.encode().decode("unicode_escape")
+    print(separator.join(str(p) for p in deps.ensure()))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.command == "run":
+        return _run(args)
+    if args.command == "generate":
+        return _generate(args)
+    return _jars(args)
