@@ -703,3 +703,44 @@ def test_scale_down_drains_the_removed_broker_first(kube: KubeCluster, operator_
         "replicationFactor") == 3 and condition(t, "Ready").get("status") == "True" and t, WAIT,
         "the Topic's status at replication factor 3")
     assert obj["status"]["observedGeneration"] == 2
+
+
+def test_rolling_restart_waits_for_answering_brokers_without_under_replication(
+        kube: KubeCluster, operator_log: OperatorProcess, broker: BrokerProcess) -> None:
+    namespace = kube.namespace(f"{PREFIX}-gate")
+    apply(kube, cluster_doc(namespace, replicas=1))
+    wait_children(kube, namespace)
+    wait_until(lambda: get(kube, "pod", "demo-0", namespace), WAIT, "pod demo-0")
+    kube.mark_pod_ready(namespace, "demo-0")
+    wait_until(lambda: statefulset(kube, namespace).get("status", {}).get("readyReplicas") == 1, WAIT,
+               "the StatefulSet counting demo-0 ready")
+    pod = get(kube, "pod", "demo-0", namespace)
+    assert pod is not None
+    uid = pod["metadata"]["uid"]
+
+    # A ready pod whose broker cannot be asked about under-replicated partitions is not
+    # restarted: the operator says why and waits.
+    merge_patch(kube, "rlc", "demo", namespace, {"spec": {"config": {"log.retention.ms": 120000}}})
+
+    def waiting() -> dict[str, Any] | None:
+        cluster = get(kube, "rlc", "demo", namespace)
+        reconciling = condition(cluster, "Reconciling")
+        if reconciling.get("reason") == "RollingRestart" and "zero under-replicated" in reconciling["message"]:
+            return cluster
+        return None
+
+    cluster = wait_until(waiting, WAIT, "RollingRestart waiting for zero under-replicated partitions")
+    assert condition(cluster, "Degraded")["reason"] == "BrokersUnreachable"
+    pod = get(kube, "pod", "demo-0", namespace)
+    assert pod is not None and pod["metadata"]["uid"] == uid
+
+    # Once the broker answers with zero under-replicated partitions, the restart goes ahead.
+    kube.kubectl("annotate", "rlc", "demo", "-n", namespace, f"riverlog.dev/bootstrap-servers={broker.bootstrap}")
+
+    def restarted() -> bool:
+        current = get(kube, "pod", "demo-0", namespace)
+        revision = statefulset(kube, namespace)["status"].get("updateRevision")
+        return current is not None and current["metadata"]["uid"] != uid and \
+            current["metadata"]["labels"]["controller-revision-hash"] == revision
+
+    wait_until(restarted, WAIT, "demo-0 recreated on the new revision")
