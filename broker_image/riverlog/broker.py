@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import signal
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -40,6 +39,7 @@ from .metrics import HealthServer, Metrics
 from .protocol.errors import ErrorCode
 from .server.connection import Connection
 from .server.dispatch import Dispatcher
+from .server.lifecycle import run_until_signalled
 
 log = logging.getLogger(__name__)
 
@@ -314,14 +314,7 @@ class Broker:
                 await task
 
     async def run_until_signalled(self) -> None:
-        await self.start()
-        loop = asyncio.get_running_loop()
-        stop = asyncio.Event()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-        await stop.wait()
-        log.info("shutting down broker %d", self.node_id)
-        await self.stop()
+        await run_until_signalled(self.start, self.stop, f"broker {self.node_id}")
 
 
 def run_broker(config: BrokerConfig) -> None:

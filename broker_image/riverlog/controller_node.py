@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import signal
 import time
 
 from .config import BrokerConfig
@@ -22,6 +21,7 @@ from .handlers import build_controller_apis
 from .metrics import HealthServer, Metrics
 from .server.connection import Connection
 from .server.dispatch import Dispatcher
+from .server.lifecycle import run_until_signalled
 
 log = logging.getLogger(__name__)
 
@@ -93,11 +93,4 @@ class ControllerNode:
         await self.health.stop()
 
     async def run_until_signalled(self) -> None:
-        await self.start()
-        loop = asyncio.get_running_loop()
-        stop = asyncio.Event()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-        await stop.wait()
-        log.info("shutting down controller %d", self.node_id)
-        await self.stop()
+        await run_until_signalled(self.start, self.stop, f"controller {self.node_id}")

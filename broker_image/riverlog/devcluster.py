@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import signal
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -23,11 +22,74 @@ from .broker import Broker
 from .config import BrokerConfig
 from .controller.leader_balance import LeaderBalanceSettings, run_periodically
 from .controller.local import LocalController, read_or_create_cluster_id
+from .server.lifecycle import run_until_signalled
 
 log = logging.getLogger(__name__)
 
 
-class DevCluster:
+class _LocalCluster:
+    """What both local clusters share: ports, directories, the common broker properties, and
+    stopping one broker at a time."""
+
+    def __init__(
+        self,
+        base: Path,
+        size: int,
+        overrides: Mapping[str, object] | None,
+        ports: Mapping[int, int] | None,
+        metrics_ports: Mapping[int, int] | None,
+        host: str,
+        advertised_host: str | None,
+    ) -> None:
+        if size < 1:
+            raise ValueError("a cluster needs at least one broker")
+        self.base = base
+        self.size = size
+        self.host = host
+        self.advertised_host = advertised_host or host
+        self.overrides = {k: str(v) for k, v in (overrides or {}).items()}
+        self.ports = dict(ports) if ports else {n: 9091 + n for n in range(1, size + 1)}
+        self.metrics_ports = dict(metrics_ports) if metrics_ports else {n: 0 for n in self.ports}
+        self.brokers: dict[int, Broker] = {}
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(f"{self.advertised_host}:{port}" for port in self.ports.values())
+
+    def base_properties(self, node_id: int) -> dict[str, str]:
+        replication = str(min(3, self.size))
+        return {
+            "node.id": str(node_id), "listeners": f"PLAINTEXT://{self.host}:{self.ports[node_id]}",
+            "advertised.listeners": f"PLAINTEXT://{self.advertised_host}:{self.ports[node_id]}",
+            "log.dirs": str(self.base / f"broker{node_id}"), "metrics.host": self.host,
+            "metrics.port": str(self.metrics_ports[node_id]),
+            "offsets.topic.replication.factor": replication, "default.replication.factor": replication,
+            "min.insync.replicas": str(min(2, self.size)),
+        }
+
+    async def start(self) -> object:
+        raise NotImplementedError
+
+    async def stop_brokers(self) -> None:
+        # One at a time, each a controlled shutdown, so leadership moves to the brokers still up.
+        for node_id in list(self.brokers):
+            await self.brokers.pop(node_id).stop()
+
+    async def stop(self) -> None:
+        await self.stop_brokers()
+
+    def ready_message(self) -> str:
+        return f"Riverlog dev cluster of {self.size} brokers ready: bootstrap {self.bootstrap}, data in {self.base}"
+
+    async def run_until_signalled(self) -> None:
+        async def start() -> None:
+            await self.start()
+            log.info("%s", self.ready_message())
+
+        await run_until_signalled(start, self.stop, "the dev cluster")
+
+
+class DevCluster(_LocalCluster):
     def __init__(
         self,
         base: Path,
@@ -40,39 +102,15 @@ class DevCluster:
         advertised_host: str | None = None,
         cluster_id: str | None = None,
     ) -> None:
-        if size < 1:
-            raise ValueError("a cluster needs at least one broker")
-        self.base = base
-        self.size = size
-        self.host = host
-        self.advertised_host = advertised_host or host
-        self.overrides = {k: str(v) for k, v in (overrides or {}).items()}
-        self.ports = dict(ports) if ports else {n: 9091 + n for n in range(1, size + 1)}
-        self.metrics_ports = dict(metrics_ports) if metrics_ports else {n: 0 for n in self.ports}
+        super().__init__(base, size, overrides, ports, metrics_ports, host, advertised_host)
         controller_dir = base / "controller"
         cid = cluster_id or read_or_create_cluster_id(controller_dir, 0, "")
         self.controller = LocalController(controller_dir / "__cluster_metadata-0", 1, cid)
-        self.brokers: dict[int, Broker] = {}
         self._expiry: asyncio.Task[None] | None = None
         self._rebalance: asyncio.Task[None] | None = None
 
-    @property
-    def bootstrap(self) -> str:
-        return ",".join(f"{self.advertised_host}:{port}" for port in self.ports.values())
-
     def config(self, node_id: int) -> BrokerConfig:
-        listener = f"PLAINTEXT://{self.host}:{self.ports[node_id]}"
-        advertised = f"PLAINTEXT://{self.advertised_host}:{self.ports[node_id]}"
-        replication = str(min(3, self.size))
-        props = {
-            "node.id": str(node_id), "listeners": listener, "advertised.listeners": advertised,
-            "log.dirs": str(self.base / f"broker{node_id}"), "metrics.host": self.host,
-            "metrics.port": str(self.metrics_ports[node_id]),
-            "offsets.topic.replication.factor": replication, "default.replication.factor": replication,
-            "min.insync.replicas": str(min(2, self.size)),
-            **self.overrides,
-        }
-        return BrokerConfig(props)
+        return BrokerConfig({**self.base_properties(node_id), **self.overrides})
 
     async def start(self) -> DevCluster:
         self.controller.replay()
@@ -108,24 +146,10 @@ class DevCluster:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
-        # One at a time, each a controlled shutdown, so leadership moves to the brokers still up.
-        for node_id in list(self.brokers):
-            await self.brokers.pop(node_id).stop()
-
-    async def run_until_signalled(self) -> None:
-        await self.start()
-        log.info("Riverlog dev cluster of %d brokers ready: bootstrap %s, data in %s",
-                 self.size, self.bootstrap, self.base)
-        loop = asyncio.get_running_loop()
-        stop = asyncio.Event()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-        await stop.wait()
-        log.info("shutting down the dev cluster")
-        await self.stop()
+        await self.stop_brokers()
 
 
-class QuorumDevCluster:
+class QuorumDevCluster(_LocalCluster):
     """``riverlog dev``: N brokers in one process, each its own node of the Raft metadata quorum.
 
     Nothing is shared but the event loop: every broker is configured as a production node would
@@ -148,41 +172,19 @@ class QuorumDevCluster:
         host: str = "127.0.0.1",
         advertised_host: str | None = None,
     ) -> None:
-        if size < 1:
-            raise ValueError("a cluster needs at least one broker")
-        self.base = base
-        self.size = size
-        self.host = host
-        self.advertised_host = advertised_host or host
-        self.overrides = {k: str(v) for k, v in (overrides or {}).items()}
-        self.ports = dict(ports) if ports else {n: 9091 + n for n in range(1, size + 1)}
+        super().__init__(base, size, overrides, ports, metrics_ports, host, advertised_host)
         voter_ids = list(self.ports)[: self.VOTERS_MAX]
         self.controller_ports = (dict(controller_ports) if controller_ports
                                  else {n: self.ports[n] + 10000 for n in voter_ids})
-        self.metrics_ports = dict(metrics_ports) if metrics_ports else {n: 0 for n in self.ports}
         self.voters = ",".join(f"{n}@{self.advertised_host}:{p}" for n, p in self.controller_ports.items())
-        self.brokers: dict[int, Broker] = {}
-
-    @property
-    def bootstrap(self) -> str:
-        return ",".join(f"{self.advertised_host}:{port}" for port in self.ports.values())
 
     def config(self, node_id: int) -> BrokerConfig:
-        listeners = f"PLAINTEXT://{self.host}:{self.ports[node_id]}"
-        roles = "broker"
+        props = self.base_properties(node_id)
+        props["process.roles"] = "broker"
         if node_id in self.controller_ports:
-            listeners += f",CONTROLLER://{self.host}:{self.controller_ports[node_id]}"
-            roles = "broker,controller"
-        replication = str(min(3, self.size))
-        return BrokerConfig({
-            "node.id": str(node_id), "process.roles": roles, "listeners": listeners,
-            "advertised.listeners": f"PLAINTEXT://{self.advertised_host}:{self.ports[node_id]}",
-            "controller.quorum.voters": self.voters, "log.dirs": str(self.base / f"broker{node_id}"),
-            "metrics.host": self.host, "metrics.port": str(self.metrics_ports[node_id]),
-            "offsets.topic.replication.factor": replication, "default.replication.factor": replication,
-            "min.insync.replicas": str(min(2, self.size)),
-            **self.overrides,
-        })
+            props["listeners"] += f",CONTROLLER://{self.host}:{self.controller_ports[node_id]}"
+            props["process.roles"] = "broker,controller"
+        return BrokerConfig({**props, "controller.quorum.voters": self.voters, **self.overrides})
 
     async def start(self) -> QuorumDevCluster:
         # All at once: each broker's start waits for the quorum, which needs a majority running.
@@ -195,19 +197,5 @@ class QuorumDevCluster:
         self.brokers[node_id] = broker
         return broker
 
-    async def stop(self) -> None:
-        # One at a time, each a controlled shutdown, so leadership moves to the brokers still up.
-        for node_id in list(self.brokers):
-            await self.brokers.pop(node_id).stop()
-
-    async def run_until_signalled(self) -> None:
-        await self.start()
-        log.info("Riverlog dev cluster of %d brokers ready: bootstrap %s, controller quorum %s, data in %s",
-                 self.size, self.bootstrap, self.voters, self.base)
-        loop = asyncio.get_running_loop()
-        stop = asyncio.Event()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-        await stop.wait()
-        log.info("shutting down the dev cluster")
-        await self.stop()
+    def ready_message(self) -> str:
+        return f"{super().ready_message()}, controller quorum {self.voters}"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..protocol.api_keys import ApiKey
@@ -48,6 +48,17 @@ if TYPE_CHECKING:
 
 BrokerHandler = Callable[["Broker", RequestContext, dict[str, Any]], Awaitable[dict[str, Any] | None]]
 
+# The metadata quorum's APIs, served by brokers and dedicated controllers alike.
+QUORUM_HANDLERS: dict[ApiKey, Callable[[QuorumHost, RequestContext, dict[str, Any]],
+                                       Awaitable[dict[str, Any] | None]]] = {
+    ApiKey.VOTE: handle_vote,
+    ApiKey.BEGIN_QUORUM_EPOCH: handle_begin_quorum_epoch,
+    ApiKey.END_QUORUM_EPOCH: handle_end_quorum_epoch,
+    ApiKey.FETCH_SNAPSHOT: handle_fetch_snapshot,
+    ApiKey.DESCRIBE_QUORUM: handle_describe_quorum,
+    ApiKey.RIVERLOG_CONTROLLER_CALL: handle_controller_call,
+}
+
 HANDLERS: dict[ApiKey, BrokerHandler] = {
     ApiKey.API_VERSIONS: handle_api_versions,
     ApiKey.METADATA: handle_metadata,
@@ -81,12 +92,7 @@ HANDLERS: dict[ApiKey, BrokerHandler] = {
     ApiKey.OFFSET_FETCH: handle_offset_fetch,
     ApiKey.OFFSET_DELETE: handle_offset_delete,
     # The metadata quorum (Fetch on __cluster_metadata goes through handle_fetch too).
-    ApiKey.VOTE: handle_vote,
-    ApiKey.BEGIN_QUORUM_EPOCH: handle_begin_quorum_epoch,
-    ApiKey.END_QUORUM_EPOCH: handle_end_quorum_epoch,
-    ApiKey.FETCH_SNAPSHOT: handle_fetch_snapshot,
-    ApiKey.DESCRIBE_QUORUM: handle_describe_quorum,
-    ApiKey.RIVERLOG_CONTROLLER_CALL: handle_controller_call,
+    **QUORUM_HANDLERS,
 }
 
 
@@ -97,12 +103,7 @@ ADVERTISED_MIN = {ApiKey.PRODUCE: 0}
 
 
 def build_apis(broker: Broker) -> dict[int, Api]:
-    apis: dict[int, Api] = {}
-    for key, fn in HANDLERS.items():
-        request, response = MESSAGES[key]
-        apis[key] = Api(int(key), request, response, functools.partial(fn, broker),
-                        ADVERTISED_MIN.get(key, request.valid[0]), request.valid[1])
-    return apis
+    return _bind(HANDLERS, broker)
 
 
 # A dedicated controller (process.roles=controller) serves only the metadata quorum's APIs.
@@ -110,18 +111,18 @@ CONTROLLER_HANDLERS: dict[ApiKey, Callable[[QuorumHost, RequestContext, dict[str
                                            Awaitable[dict[str, Any] | None]]] = {
     ApiKey.API_VERSIONS: handle_controller_api_versions,
     ApiKey.FETCH: handle_controller_fetch,
-    ApiKey.VOTE: handle_vote,
-    ApiKey.BEGIN_QUORUM_EPOCH: handle_begin_quorum_epoch,
-    ApiKey.END_QUORUM_EPOCH: handle_end_quorum_epoch,
-    ApiKey.FETCH_SNAPSHOT: handle_fetch_snapshot,
-    ApiKey.DESCRIBE_QUORUM: handle_describe_quorum,
-    ApiKey.RIVERLOG_CONTROLLER_CALL: handle_controller_call,
+    **QUORUM_HANDLERS,
 }
 
 
 def build_controller_apis(node: QuorumHost) -> dict[int, Api]:
+    return _bind(CONTROLLER_HANDLERS, node)
+
+
+def _bind(table: Mapping[ApiKey, Callable[..., Awaitable[dict[str, Any] | None]]], host: object) -> dict[int, Api]:
     apis: dict[int, Api] = {}
-    for key, fn in CONTROLLER_HANDLERS.items():
+    for key, fn in table.items():
         request, response = MESSAGES[key]
-        apis[key] = Api(int(key), request, response, functools.partial(fn, node), request.valid[0], request.valid[1])
+        apis[key] = Api(int(key), request, response, functools.partial(fn, host),
+                        ADVERTISED_MIN.get(key, request.valid[0]), request.valid[1])
     return apis
