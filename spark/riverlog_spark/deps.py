@@ -84,6 +84,11 @@ def missing_from(resolved: Iterable[str], shipped: Iterable[str]) -> list[str]:
     return sorted(name for name in resolved if artifact_name(name) not in have)
 
 
+def bundled_with_spark() -> bool:
+    """Whether Spark's own jars already hold the connector (the riverlog-spark image puts it there)."""
+    return any(artifact_name(p.name) == CONNECTOR_ARTIFACT for p in spark_home_jars().glob("*.jar"))
+
+
 def is_installed(version: str | None = None) -> bool:
     return (jars_dir(version) / _COMPLETE_MARKER).is_file()
 

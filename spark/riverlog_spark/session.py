@@ -75,7 +75,8 @@ def build_session(options: SparkOptions) -> SparkSession:
     else:
         master = options.master or DEFAULT_MASTER
         builder = builder.master(master)
-        conf = session_conf(options, [str(p) for p in deps.connector_jars()])
+        jars = [] if deps.bundled_with_spark() else [str(p) for p in deps.connector_jars()]
+        conf = session_conf(options, jars)
         if master.startswith("local"):
             # A local driver has no one to talk to but itself: keep it on loopback rather than
             # on whatever address the host name resolves to.

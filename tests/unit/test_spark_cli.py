@@ -157,3 +157,15 @@ def test_progress_bar_on_a_terminal_redraws_one_line() -> None:
     text = out.getvalue()
     assert text.count("\n") == 1 and text.count("\r") == 4
     assert text.rstrip("\n").rsplit("\r", 1)[-1].startswith("[" + "#" * 30 + "] 3/3")
+
+
+def test_connector_bundled_with_spark_needs_no_jars(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # The riverlog-spark image copies the connector into Spark's jars: nothing to add then.
+    jars = tmp_path / "jars"
+    jars.mkdir()
+    (jars / "spark-core_2.13-4.0.0.jar").touch()
+    monkeypatch.setenv("SPARK_HOME", str(tmp_path))
+    assert deps.spark_home_jars() == jars
+    assert not deps.bundled_with_spark()
+    (jars / "spark-sql-kafka-0-10_2.13-4.0.0.jar").touch()
+    assert deps.bundled_with_spark()
