@@ -177,6 +177,10 @@ def test_dedicated_controllers_and_broker_only_nodes(tmp_path: Path) -> None:
             assert first is not None
             await controllers.pop(first).halt()
             await wait_for(lambda: active() not in (None, first), "a new active controller")
+            # The brokers find the new controller (asking the other voters when the old one is
+            # unreachable) and keep their sessions; a moment's fencing is allowed for.
+            await wait_for(lambda: all(b.controller.image.live_broker_ids() == {4, 5} for b in brokers.values()),
+                           "both brokers live under the new controller")
             (outcome,) = await brokers[5].controller.create_topics(
                 [NewTopic("after", 1, 2)], validate_only=False, default_partitions=1, default_replication=2)
             assert outcome.error == ErrorCode.NONE, outcome.message

@@ -76,6 +76,10 @@ FORWARDABLE = frozenset({
 class ControllerUnavailableError(KafkaError):
     code = ErrorCode.NOT_CONTROLLER
 
+    def __init__(self, message: str = "", *, leader_hint: int | None = None) -> None:
+        super().__init__(message)
+        self.leader_hint = leader_hint  # the leader the refusing voter knows of, if any
+
 
 def snapshot_settings(config: BrokerConfig) -> tuple[int, int]:
     """(``metadata.log.max.record.bytes.between.snapshots``, ``metadata.log.max.snapshot.interval.ms``),
@@ -124,6 +128,9 @@ class QuorumController(LocalController):
         self._active_epoch: int | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._calls: dict[int, BrokerConnection] = {}  # leader id -> connection for forwarded calls
+        self._leader_hint: int | None = None  # named by a voter that refused a call
+        self._unreachable: int | None = None  # the last call target that could not be reached
+        self._next_voter = -1
         self.snapshot_max_bytes, self.snapshot_interval_ms = snapshot_settings(config)
         self._bytes_since_snapshot = 0  # record bytes applied since the image last snapshotted
         self._last_snapshot_at = time.monotonic()
@@ -349,20 +356,42 @@ class QuorumController(LocalController):
                 except (NotLeaderError, LeadershipLostError) as exc:
                     reason = f"leadership moved during the call: {exc}"
             else:
-                leader = self.driver.leader_id if self.driver.running else None
-                if leader is not None and leader != self.node_id and leader in self.transport.voters:
+                leader = self._call_target()
+                if leader is not None:
                     try:
                         result: T = await self._forward(leader, method, arguments, options)
+                        self._unreachable = None
                         return result
                     except ControllerUnavailableError as exc:
                         reason = str(exc)
+                        self._leader_hint = exc.leader_hint
                     except Exception as exc:  # connection errors: the leader may be gone
                         reason = f"controller {leader} unreachable: {exc}"
                         await self._drop_call_connection(leader)
+                        # Ask another voter next: it names the new leader (an observer learns
+                        # of a new leader only when its own metadata fetch fails over).
+                        self._leader_hint = None
+                        self._unreachable = leader
             if loop.time() >= deadline:
                 raise ControllerUnavailableError(
                     f"{method}: no active controller within {CALL_TIMEOUT_S:g}s ({reason})")
             await asyncio.sleep(RETRY_BACKOFF_S)
+
+    def _call_target(self) -> int | None:
+        """Where to send a controller call: the leader a voter named in its last refusal, else
+        the Raft leader this node knows, else (that one unreachable) the next other voter."""
+        voters = self.transport.voters
+        hint = self._leader_hint
+        if hint is not None and hint != self.node_id and hint in voters:
+            return hint
+        leader = self.driver.leader_id if self.driver.running else None
+        if leader is not None and leader != self.node_id and leader in voters and leader != self._unreachable:
+            return leader
+        others = sorted(v for v in voters if v != self.node_id and v != self._unreachable)
+        if not others:
+            return None
+        self._next_voter = (self._next_voter + 1) % len(others)
+        return others[self._next_voter]
 
     async def _forward(self, leader: int, method: str, arguments: Sequence[Any], options: Mapping[str, Any]) -> Any:
         conn = self._calls.get(leader)
@@ -377,7 +406,9 @@ class QuorumController(LocalController):
         response = await conn.request(ApiKey.RIVERLOG_CONTROLLER_CALL, body, 0, timeout=CALL_TIMEOUT_S)
         error = ErrorCode(response["error_code"])
         if error == ErrorCode.NOT_CONTROLLER:
-            raise ControllerUnavailableError(response.get("error_message") or f"node {leader} is not the controller")
+            hint = response.get("leader_id", -1)
+            raise ControllerUnavailableError(response.get("error_message") or f"node {leader} is not the controller",
+                                             leader_hint=hint if hint >= 0 and hint != leader else None)
         if error != ErrorCode.NONE:
             raise KafkaError(response.get("error_message") or error.name, error)
         if not await self.wait_applied(response["metadata_offset"], CATCH_UP_TIMEOUT_S):
