@@ -1,6 +1,6 @@
 """Acceptance 1 and 2: the streaming ETL's output topic holds exactly the windowed aggregates
 computed here from the input topic, also after a kill -9 mid-stream and a restart from the
-checkpoint.
+checkpoint; and the same while the broker is killed and restarted under the running pipeline.
 
 The expected output follows Spark's event-time rules, computed independently: tumbling windows
 [k*W, (k+1)*W) of epoch milliseconds; in append mode a window is written once the watermark
@@ -11,6 +11,7 @@ order by less than the watermark delay, so no event is late and every one is cou
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
@@ -156,4 +157,34 @@ def test_killed_mid_stream_and_restarted_from_the_checkpoint(spark_broker: Broke
     # with the same value (idempotent by key), never a different value for a window.
     conflicting = {k: v for k, v in by_key.items() if any(value != v[0] for value in v)}
     assert conflicting == {}
+    assert {k: v[0] for k, v in by_key.items()} == expected
+
+
+def test_broker_killed_under_the_running_pipeline(broker_factory: Callable[..., BrokerProcess],
+                                                  spark_jars: list[Path], tmp_path: Path) -> None:
+    # The connector's Java clients ride out a broker crash (kill -9, restart on the same data):
+    # the consumer resumes its fetches, the idempotent producer keeps its sequence with the
+    # broker's recovered producer state, and the output is still exact.
+    broker = broker_factory(name="crashing-broker")
+    setup_topics(broker, "etl3")
+    generate(broker, "etl3-events", 1200, START_MS, 13, "d-", tmp_path / "generate.log")
+    checkpoint = tmp_path / "checkpoint"
+    commits = checkpoint / "commits"
+    proc = start(etl_command(broker, "etl3", checkpoint, "--trigger", "1 second", "--max-offsets-per-trigger", "120"),
+                 tmp_path / "etl.log", cwd=tmp_path)
+    try:
+        wait_until(lambda: (commits.is_dir() and len(list(commits.glob("[0-9]*"))) >= 3) or proc.poll() is not None,
+                   300, "three committed micro-batches")
+        assert proc.poll() is None, f"the pipeline exited early\n{tail(tmp_path / 'etl.log')}"
+        broker.restart(hard=True)
+        # The pipeline goes on by itself; wait until it has read everything, then stop it.
+        events = input_events(broker, "etl3-events")
+        expected = expected_aggregates(events)
+        wait_until(lambda: len(output_by_key(read_topic(broker.bootstrap, "etl3-aggregates"))) >= len(expected)
+                   or proc.poll() is not None, 300, "every closed window written")
+        assert proc.poll() is None, f"the pipeline died with the broker\n{tail(tmp_path / 'etl.log')}"
+    finally:
+        kill_group(proc)
+    by_key = output_by_key(read_topic(broker.bootstrap, "etl3-aggregates"))
+    assert {k: v for k, v in by_key.items() if any(value != v[0] for value in v)} == {}
     assert {k: v[0] for k, v in by_key.items()} == expected
