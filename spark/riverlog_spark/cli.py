@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from types import ModuleType
 
 from . import deps
+from .generate import DEFAULT_CATEGORIES
 from .pipelines import batch, enrich, etl
 
 PIPELINES: dict[str, ModuleType] = {m.NAME: m for m in (etl, batch, enrich)}
@@ -67,7 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--jitter-ms", type=int, default=0,
                      help="add a random 0..N ms to each event time: out-of-order events (default: 0)")
     gen.add_argument("--users", type=int, default=20, help="distinct users (default: %(default)s)")
-    gen.add_argument("--categories", default=",".join(etl_categories()),
+    gen.add_argument("--categories", default=",".join(DEFAULT_CATEGORIES),
                      help="comma-separated categories (default: %(default)s)")
     gen.add_argument("--id-prefix", default="e-", help="event id prefix (default: %(default)s)")
     gen.add_argument("--partitions", type=int, default=-1,
@@ -81,12 +82,6 @@ def build_parser() -> argparse.ArgumentParser:
                       help="print the Maven coordinate for spark-submit --packages instead")
     jars.add_argument("--separator", default="\n", help="between jar paths, e.g. ',' for --jars")
     return parser
-
-
-def etl_categories() -> tuple[str, ...]:
-    from .generate import DEFAULT_CATEGORIES
-
-    return DEFAULT_CATEGORIES
 
 
 def _run(args: argparse.Namespace) -> int:
