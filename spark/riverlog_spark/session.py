@@ -70,8 +70,14 @@ def build_session(options: SparkOptions) -> SparkSession:
 
     builder = SparkSession.builder.appName(options.app_name)
     if under_spark_submit():
-        # The JVM is up with spark-submit's settings; only per-session SQL settings still apply.
-        conf = {k: v for k, v in session_conf(options, []).items() if k.startswith("spark.sql.")}
+        # The JVM is up with spark-submit's settings. Only SQL settings can still change, and a
+        # default of ours must not override what spark-submit's --conf (or a SparkApplication's
+        # sparkConf) chose; the user's own --conf here wins over both.
+        spark = builder.getOrCreate()
+        submitted = spark.sparkContext.getConf()
+        for key, value in session_conf(options, []).items():
+            if key.startswith("spark.sql.") and (key in options.conf or not submitted.contains(key)):
+                spark.conf.set(key, value)
     else:
         master = options.master or DEFAULT_MASTER
         builder = builder.master(master)
@@ -82,9 +88,9 @@ def build_session(options: SparkOptions) -> SparkSession:
             # on whatever address the host name resolves to.
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
             conf = {**LOCAL_CONF, **conf}
-    for key, value in conf.items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+        for key, value in conf.items():
+            builder = builder.config(key, value)
+        spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(options.log_level)
     return spark
 
