@@ -60,7 +60,7 @@ chart-crds:
 	cp crds/*.yaml charts/riverlog/crds/
 
 lint: deps
-	$(BIN)/ruff check broker_image spark tests bench
+	$(BIN)/ruff check broker_image operator spark tests bench
 
 typecheck: deps
 	$(BIN)/mypy
