@@ -1,0 +1,34 @@
+"""A test node for the ``e2e`` tier: a kubelet stand-in for machines without a container engine.
+
+:class:`node_agent.agent.NodeAgent` registers a Node with the API server, renews its Lease,
+binds Pending pods that have no ``nodeName`` to itself (there is no kube-scheduler: building one
+costs minutes of Go compilation, and a single node needs no placement decisions), and runs each
+Pod bound to it as local processes. :class:`node_agent.provisioner.LocalDirProvisioner` binds
+PVCs of a test StorageClass to PVs backed by directories.
+
+How a Pod runs:
+
+- Image: ignored. Each container runs its ``command + args`` on this machine, PATH starting with
+  the agent's Python environment (so ``python``, ``riverlog-k8s-broker`` resolve to the venv).
+- Pod IP: its own loopback address (127.77.x.y); ``POD_IP``-style env comes from the downward
+  API. Processes share the host network namespace: a server binding 0.0.0.0 on a port that
+  another pod also uses will conflict (no per-pod network namespace).
+- Volumes: configMap, secret, downwardAPI, projected (configMap/secret/downwardAPI/
+  serviceAccountToken), emptyDir, hostPath and PVC (the bound PV's hostPath/local path) become
+  directories; each container runs in a private mount namespace (``unshare -m``) where those
+  directories are bind-mounted on its ``mountPath``s (see ``launch.py``).
+- DNS: no resolver. Each pod's ``/etc/hosts`` is replaced (bind mount, same namespace) by a
+  file the agent rewrites in place listing every pod on the node by name and by its
+  ``<hostname>.<subdomain>.<ns>.svc[.cluster.local]`` name, and every Service by the IP of one
+  ready endpoint (no ClusterIP, no load balancing).
+- Status: phase, podIP, hostIP, containerStatuses (running/waiting/terminated, restartCount),
+  conditions; Ready from the readiness probe (httpGet, tcpSocket, exec) or from the process
+  running when there is no probe. Restarts follow restartPolicy with a doubling backoff (1 s up
+  to 10 s, shorter than the kubelet's 10 s..5 min so tests finish).
+- Deletion: SIGTERM to the container's process group, SIGKILL after
+  terminationGracePeriodSeconds, then the Pod object is removed (grace 0), as a kubelet does.
+
+Not emulated: images and their file systems, resource limits/cgroups, liveness and startup
+probes, init and ephemeral containers, per-pod network namespaces, ClusterIP routing, kube-proxy,
+CNI, node eviction, securityContext (everything runs as the agent's user), `kubectl logs/exec`.
+"""
