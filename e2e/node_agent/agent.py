@@ -26,6 +26,7 @@ from node_agent.probes import ProbeState, run_probe
 
 Obj = dict[str, Any]
 LAUNCHER = Path(__file__).with_name("launch.py")
+SHIM_DIR = Path(__file__).with_name("podshim")
 TICK = 0.3
 HEARTBEAT = 10.0
 BACKOFF_START, BACKOFF_MAX = 1.0, 10.0
@@ -225,6 +226,9 @@ class NodeAgent:
         hostname = pod["spec"].get("hostname") or pod["metadata"]["name"]
         env = {"PATH": f"{self.bin_dir}:{SYSTEM_PATH}", "HOME": "/root", "HOSTNAME": hostname}
         env.update(podspec.container_env(self.api, pod, c.spec))
+        # Wildcard binds narrowed to the pod IP (see podshim/sitecustomize.py).
+        env["RIVERLOG_E2E_POD_IP"] = run.ip
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(SHIM_DIR), env.get("PYTHONPATH", "")) if p)
         argv = podspec.container_argv(c.spec, env)
         mounts: list[list[Any]] = [[str(run.directory / "hosts"), "/etc/hosts", False]]
         for vm in c.spec.get("volumeMounts", []):
@@ -235,7 +239,8 @@ class NodeAgent:
             mounts.append([str(source), vm["mountPath"], bool(vm.get("readOnly", False))])
         spec_file = run.directory / f"{c.name}.launch.json"
         spec_file.write_text(json.dumps({"mounts": mounts, "argv": argv, "env": env,
-                                         "cwd": c.spec.get("workingDir") or "/", "hostname": hostname}))
+                                         "cwd": c.spec.get("workingDir") or "/", "hostname": hostname,
+                                         "keep": [sys.prefix, str(Path(__file__).parent), str(run.directory)]}))
         if c.log is None:
             c.log = open(run.directory / f"{c.name}.log", "ab")  # noqa: SIM115 - closed on termination
         c.proc = subprocess.Popen(

@@ -22,7 +22,13 @@ def _mount(*args: str) -> None:
 def main(spec_path: str) -> None:
     with open(spec_path) as f:
         spec = json.load(f)
+    keep = [os.path.realpath(k) for k in spec.get("keep", [])]
     for source, target, read_only in spec["mounts"]:
+        real = os.path.realpath(target)
+        if any(k == real or k.startswith(real.rstrip("/") + "/") for k in keep):
+            # Mounting here would hide the Python environment or this pod's files (e.g. an
+            # emptyDir on /tmp when the venv is under /tmp): the container sees the host's directory.
+            continue
         # mountPaths are absolute paths of the container's image; here they land on this
         # machine's tree, so a missing directory (or file, for the hosts file) is created first.
         if os.path.isdir(source):
