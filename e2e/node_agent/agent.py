@@ -81,6 +81,8 @@ class NodeAgent:
     def __init__(self, kubeconfig: str | Path, workdir: Path, node_name: str = "e2e-node",
                  bin_dir: str | None = None, ip_prefix: str = "127.77") -> None:
         self.api = KubeApi(str(kubeconfig))
+        host_port = self.api.server.split("://", 1)[-1].rstrip("/")
+        self.api_host, _, self.api_port = host_port.rpartition(":")
         self.workdir = Path(workdir)
         self.node_name = node_name
         self.bin_dir = bin_dir or str(Path(sys.executable).parent)
@@ -224,7 +226,10 @@ class NodeAgent:
     def _start_container(self, run: PodRun, c: ContainerRun, volumes: dict[str, Path]) -> None:
         pod = self._pod_with_ip(run)
         hostname = pod["spec"].get("hostname") or pod["metadata"]["name"]
-        env = {"PATH": f"{self.bin_dir}:{SYSTEM_PATH}", "HOME": "/root", "HOSTNAME": hostname}
+        env = {"PATH": f"{self.bin_dir}:{SYSTEM_PATH}", "HOME": "/root", "HOSTNAME": hostname,
+               # In-cluster clients find the API server here (a kubelet injects the `kubernetes`
+               # Service's ClusterIP, which nothing routes on this node).
+               "KUBERNETES_SERVICE_HOST": self.api_host, "KUBERNETES_SERVICE_PORT": self.api_port}
         env.update(podspec.container_env(self.api, pod, c.spec))
         # Wildcard binds narrowed to the pod IP (see podshim/sitecustomize.py).
         env["RIVERLOG_E2E_POD_IP"] = run.ip

@@ -20,6 +20,7 @@ class Conflict(Exception):
 class KubeApi:
     def __init__(self, kubeconfig: str) -> None:
         self._api = config.new_client_from_config(config_file=kubeconfig)
+        self.server: str = self._api.configuration.host
 
     def request(self, method: str, path: str, body: Any = None, content_type: str = "application/json",
                 query: list[tuple[str, str]] | None = None) -> dict[str, Any]:

@@ -21,7 +21,9 @@ POLL = 0.5
 
 
 def storage_class(name: str) -> dict[str, Any]:
-    return {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": name},
+    return {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": name, "annotations": {
+                # The default class, so PVCs of charts and StatefulSets that name none land here.
+                "storageclass.kubernetes.io/is-default-class": "true"}},
             "provisioner": PROVISIONER, "reclaimPolicy": "Delete", "volumeBindingMode": "Immediate"}
 
 
