@@ -53,7 +53,10 @@ def _narrow_uvloop() -> None:
 
     class PodLoop(uvloop.Loop):
         async def create_server(self, *args: Any, **kwargs: Any) -> Any:
-            if len(args) < 2 and kwargs.get("host") in (None, "", "0.0.0.0", "::") and kwargs.get("sock") is None:
+            if len(args) >= 2:  # (protocol_factory, host, port, ...) as aiohttp passes them
+                if args[1] in (None, "", "0.0.0.0", "::"):
+                    args = (args[0], _POD_IP, *args[2:])
+            elif kwargs.get("host") in (None, "", "0.0.0.0", "::") and kwargs.get("sock") is None:
                 kwargs["host"] = _POD_IP
             return await super().create_server(*args, **kwargs)
 
