@@ -10,7 +10,7 @@ PORT ?= 9092
 METRICS_PORT ?= 9404
 DATA ?= ./data
 
-.PHONY: run test lint typecheck unit integration cluster k8s spark deps system-deps java-deps k8s-deps spark-deps chart-crds clean bench
+.PHONY: run test lint typecheck unit integration cluster k8s e2e spark deps system-deps java-deps k8s-deps spark-deps chart-crds clean bench
 
 # scripts/install.sh is also the Dockerfile's install step: the image installs what CI tested.
 $(STAMP): pyproject.toml scripts/install.sh
@@ -60,7 +60,7 @@ chart-crds:
 	cp crds/*.yaml charts/riverlog/crds/
 
 lint: deps
-	$(BIN)/ruff check broker_image operator spark tests bench
+	$(BIN)/ruff check broker_image operator spark tests bench e2e
 
 typecheck: deps
 	$(BIN)/mypy
@@ -79,6 +79,10 @@ cluster: deps
 
 k8s: deps k8s-deps
 	$(BIN)/python -m pytest -m k8s $(PYTEST_ARGS)
+
+# The k8s tier's control plane plus a test node (e2e/node_agent, needs root for unshare/mount).
+e2e: deps k8s-deps
+	$(BIN)/python -m pytest -m e2e $(PYTEST_ARGS)
 
 spark: deps spark-deps
 	$(BIN)/python -m pytest -m spark $(PYTEST_ARGS)
