@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from riverlog.client.connection import BrokerConnection
 from riverlog.controller.topic_ops import NewTopic
 from riverlog.protocol.api_keys import ApiKey
 from riverlog.protocol.errors import ErrorCode
@@ -40,20 +39,9 @@ def run(tmp_path: Path, scenario: Callable[[InProcessCluster], Awaitable[None]],
     asyncio.run(main())
 
 
-class Admin:
-    """AlterPartitionReassignments / ListPartitionReassignments over the wire to one broker."""
-
-    def __init__(self, cluster: InProcessCluster, node_id: int) -> None:
-        self.port = cluster.ports[node_id]
-        self.conn: BrokerConnection | None = None
-
-    async def __aenter__(self) -> Admin:
-        self.conn = await BrokerConnection.connect("127.0.0.1", self.port)
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        assert self.conn is not None
-        await self.conn.close()
+class Admin(Client):
+    """AlterPartitionReassignments / ListPartitionReassignments over the wire to one broker
+    (the connection handling is the raw client's)."""
 
     async def reassign(self, items: list[tuple[str, int, list[int] | None]], *, version: int | None = None,
                        allow_rf_change: bool = True) -> list[tuple[str, int, int, str | None]]:
