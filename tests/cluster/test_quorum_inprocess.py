@@ -9,6 +9,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -200,3 +201,33 @@ async def wait_for(condition: Callable[[], bool], what: str, timeout: float = 30
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
         await asyncio.sleep(0.02)
+
+
+def test_a_call_left_unanswered_by_a_deposed_controller_goes_to_the_new_one(tmp_path: Path) -> None:
+    # A controller cut off from the quorum never answers the calls already sent to it (a broker's
+    # heartbeat among them). The caller must ask the new controller once it learns of the new
+    # epoch, not wait out the request timeout: a heartbeat stuck that long gets its broker fenced.
+    async def scenario(cluster: QuorumCluster) -> None:
+        await cluster.wait_until(lambda: cluster.active_controller() is not None, what="an active controller")
+        first = cluster.active_controller()
+        assert first is not None
+        deposed = cluster.brokers[first].controller
+        caller = next(n for n in cluster.brokers if n != first)
+        arrived = asyncio.Event()
+        answer = deposed.serve_call
+
+        async def unanswered_once(*args: Any) -> Any:
+            if not arrived.is_set():
+                arrived.set()
+                await asyncio.Event().wait()  # never answers this one
+            return await answer(*args)
+
+        deposed.serve_call = unanswered_once  # type: ignore[method-assign]
+        call = asyncio.create_task(create_topic(cluster, caller, "asked-again"))
+        await asyncio.wait_for(arrived.wait(), 20)
+        assert deposed.driver.resign()  # a new epoch; the call above is still unanswered
+        # Without asking again the call would fail when its request times out, which is also
+        # how long the caller is willing to wait for a controller (CALL_TIMEOUT_S).
+        await call
+
+    run(tmp_path, scenario)

@@ -283,3 +283,23 @@ def test_local_controller_fences_brokers_whose_heartbeats_stop(tmp_path: Path) -
         assert controller.image.brokers[1].fenced and not controller.image.brokers[2].fenced
 
     asyncio.run(scenario())
+
+
+def test_a_heartbeat_waiting_behind_a_slow_decision_still_counts(tmp_path: Path) -> None:
+    # The heartbeat arrives while another decision holds the controller (as a commit waiting for
+    # the quorum does); the expiry check that runs meanwhile must not fence the broker for it.
+    async def scenario() -> None:
+        controller = LocalController(tmp_path / "meta", 1, "cid")
+        controller.replay()
+        epoch = await controller.register_broker(1, "i1", endpoint(1), None)
+        await controller.heartbeat(1, epoch)
+        await asyncio.sleep(0.15)
+        async with controller._lock:
+            beat = asyncio.create_task(controller.heartbeat(1, epoch))
+            expiry = asyncio.create_task(controller.fence_expired(100))
+            await asyncio.sleep(0.05)
+        assert await expiry == []
+        assert (await beat).error == ErrorCode.NONE
+        assert not controller.image.brokers[1].fenced
+
+    asyncio.run(scenario())

@@ -146,11 +146,14 @@ class LocalController:
     async def heartbeat(
         self, broker_id: int, broker_epoch: int, *, want_fence: bool = False, want_shutdown: bool = False
     ) -> HeartbeatResult:
+        received = asyncio.get_running_loop().time()
         async with self._lock:
             broker = self.image.brokers.get(broker_id)
             if broker is None or broker.epoch != broker_epoch:
                 return HeartbeatResult(ErrorCode.STALE_BROKER_EPOCH, True)
-            self.last_heartbeat[broker_id] = asyncio.get_running_loop().time()
+            # When it arrived, not when the lock came free: a slow commit ahead of it must not
+            # make a live broker look silent.
+            self.last_heartbeat[broker_id] = max(received, self.last_heartbeat.get(broker_id, received))
             if want_shutdown or want_fence:
                 await self.commit(partition_ops.fence_broker(self.image, broker_id,
                                                              unclean_default=self.unclean_leader_election))
@@ -169,13 +172,24 @@ class LocalController:
         """Fence live brokers whose last heartbeat is older than the session timeout (Kafka's
         ``broker.session.timeout.ms``); returns their ids. Whoever owns the controller calls it
         periodically; in-process tests fence explicitly instead."""
-        now = asyncio.get_running_loop().time()
-        expired = [b for b in sorted(self.image.live_broker_ids())
-                   if now - self.last_heartbeat.get(b, now) > session_timeout_ms / 1000]
-        for broker_id in expired:
-            log.warning("fencing broker %d: no heartbeat for %d ms", broker_id, session_timeout_ms)
-            await self.fence_broker(broker_id)
-        return expired
+        loop = asyncio.get_running_loop()
+
+        def silent(broker_id: int) -> bool:
+            now = loop.time()
+            return now - self.last_heartbeat.get(broker_id, now) > session_timeout_ms / 1000
+
+        fenced = []
+        for broker_id in [b for b in sorted(self.image.live_broker_ids()) if silent(b)]:
+            async with self._lock:
+                # Checked again under the lock: a heartbeat may have come in while it was held.
+                broker = self.image.brokers.get(broker_id)
+                if broker is None or broker.fenced or not silent(broker_id):
+                    continue
+                log.warning("fencing broker %d: no heartbeat for %d ms", broker_id, session_timeout_ms)
+                await self.commit(partition_ops.fence_broker(self.image, broker_id,
+                                                             unclean_default=self.unclean_leader_election))
+                fenced.append(broker_id)
+        return fenced
 
     # Partitions ---------------------------------------------------------------------------
 

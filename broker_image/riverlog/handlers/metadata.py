@@ -27,9 +27,15 @@ OPS_NOT_REQUESTED = -(1 << 31)
 
 
 def broker_entries(broker: Broker, image: MetadataImage) -> list[Body]:
+    """The live (unfenced) brokers. When none is live, e.g. right after a new controller fenced
+    brokers whose heartbeats were still on their way to the old one, this broker lists itself:
+    librdkafka drops every broker an empty list leaves out and can then find no coordinator."""
+    live_ids = {b.broker_id for b in image.brokers.values() if not b.fenced}
+    if not live_ids and broker.node_id in image.brokers:
+        live_ids = {broker.node_id}
     out = []
     for b in sorted(image.brokers.values(), key=lambda b: b.broker_id):
-        if b.fenced:
+        if b.broker_id not in live_ids:
             continue
         ep = b.endpoint(broker.config.get("inter.broker.listener.name")) or b.endpoint()
         if ep is None:

@@ -73,6 +73,10 @@ FORWARDABLE = frozenset({
 })
 
 
+class _LeaderChangedError(Exception):
+    """A forwarded call was abandoned because the Raft leader or epoch changed meanwhile."""
+
+
 class ControllerUnavailableError(KafkaError):
     code = ErrorCode.NOT_CONTROLLER
 
@@ -359,9 +363,16 @@ class QuorumController(LocalController):
                 leader = self._call_target()
                 if leader is not None:
                     try:
-                        result: T = await self._forward(leader, method, arguments, options)
+                        result: T = await self._forward_until_leader_changes(leader, method, arguments, options)
                         self._unreachable = None
                         return result
+                    except _LeaderChangedError as exc:
+                        # The call may have been lost with an isolated old leader: ask again
+                        # at once rather than wait out the request timeout (a broker's
+                        # heartbeat stuck there would let the new controller fence it).
+                        reason = str(exc)
+                        self._leader_hint = None
+                        await self._drop_call_connection(leader)
                     except ControllerUnavailableError as exc:
                         reason = str(exc)
                         self._leader_hint = exc.leader_hint
@@ -392,6 +403,30 @@ class QuorumController(LocalController):
             return None
         self._next_voter = (self._next_voter + 1) % len(others)
         return others[self._next_voter]
+
+    async def _forward_until_leader_changes(
+        self, leader: int, method: str, arguments: Sequence[Any], options: Mapping[str, Any]
+    ) -> Any:
+        """``_forward``, abandoned when this node learns that another node leads the quorum."""
+        call = asyncio.ensure_future(self._forward(leader, method, arguments, options))
+        try:
+            while not call.done():
+                changed = asyncio.ensure_future(self.driver.soft_state_changed().wait())
+                try:
+                    await asyncio.wait({call, changed}, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    changed.cancel()
+                elected = self.driver.leader_id
+                if not call.done() and elected is not None and elected != leader:
+                    break
+            if call.done():
+                return call.result()
+        finally:
+            if not call.done():
+                call.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await call
+        raise _LeaderChangedError(f"the quorum moved on while {method} waited for node {leader}")
 
     async def _forward(self, leader: int, method: str, arguments: Sequence[Any], options: Mapping[str, Any]) -> Any:
         conn = self._calls.get(leader)

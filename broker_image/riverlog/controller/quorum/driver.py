@@ -82,6 +82,9 @@ class RaftDriver:
         self._t0 = time.monotonic()
         # last offset of a proposal -> (epoch it was proposed in, future resolved with the offset)
         self._pending: dict[int, tuple[int, asyncio.Future[int]]] = {}
+        # Set (and replaced) whenever role, epoch or leader changes: callers waiting on another
+        # node's answer give up when that node may no longer be the one to ask.
+        self._soft_changed = asyncio.Event()
         self.failure: BaseException | None = None
 
     # Life cycle --------------------------------------------------------------------------
@@ -162,6 +165,10 @@ class RaftDriver:
     def epoch(self) -> int:
         return self._require_node().epoch
 
+    def soft_state_changed(self) -> asyncio.Event:
+        """An event set at the next change of role, epoch or known leader."""
+        return self._soft_changed
+
     @property
     def running(self) -> bool:
         return self._task is not None and not self._task.done()
@@ -226,6 +233,9 @@ class RaftDriver:
                 # Another leader's entry took the offset: ours was truncated away.
                 fut.set_exception(LeadershipLostError(f"offset {entry.offset} went to epoch {entry.epoch}"))
         soft = ready.soft_state
+        if soft is not None:
+            self._soft_changed.set()
+            self._soft_changed = asyncio.Event()
         if soft is not None and self._pending:
             # Proposals of an epoch this node no longer leads have an unknown outcome.
             lost = [o for o, (ep, _) in self._pending.items() if soft.role is not Role.LEADER or ep != soft.epoch]
