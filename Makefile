@@ -87,8 +87,11 @@ e2e: deps k8s-deps
 spark: deps spark-deps
 	$(BIN)/python -m pytest -m spark $(PYTEST_ARGS)
 
-bench: deps
-	$(BIN)/python bench/produce_consume.py
+# W1–W8 against Riverlog and Apache Kafka (issue #8): table on stdout, every run's values in
+# bench/results/latest.json, the plot in docs/benchmarks/bench.png. BENCH_ARGS adds options,
+# e.g. BENCH_ARGS="--rounds 2" or BENCH_ARGS="--workloads W1,W3".
+bench: deps java-deps
+	$(BIN)/python bench/run.py --out bench/results/latest.json --plot docs/benchmarks/bench.png $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) data .mypy_cache .ruff_cache .pytest_cache

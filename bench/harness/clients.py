@@ -1,0 +1,135 @@
+"""confluent-kafka (librdkafka) load: create topics, produce N records as fast as possible,
+consume them back. The same client library and settings drive both systems."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+# Batches up to 1 MiB and a deep local queue: the producer, not its buffer, must be the limit.
+PRODUCER_BASE: dict[str, Any] = {
+    "batch.size": 1 << 20,
+    "compression.type": "none",
+    "queue.buffering.max.messages": 1_000_000,
+    "queue.buffering.max.kbytes": 1 << 20,
+    "log_level": 3,
+}
+CONSUMER_BASE: dict[str, Any] = {
+    "group.id": "bench",
+    "enable.auto.commit": False,
+    "fetch.max.bytes": 50 << 20,
+    "max.partition.fetch.bytes": 8 << 20,
+    "log_level": 3,
+}
+
+
+def create_topics(bootstrap: str, topics: Mapping[str, int], replication: int = 1, timeout: float = 300.0) -> None:
+    """CreateTopics, then wait until metadata shows a leader for every partition."""
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
+    futures = admin.create_topics(
+        [NewTopic(name, count, replication) for name, count in topics.items()],
+        operation_timeout=timeout, request_timeout=timeout,
+    )
+    for future in futures.values():
+        future.result(timeout)
+    deadline = time.monotonic() + timeout
+    while True:
+        meta = admin.list_topics(timeout=30)
+        led = sum(
+            1 for name in topics if name in meta.topics
+            for p in meta.topics[name].partitions.values() if p.leader >= 0
+        )
+        if led == sum(topics.values()):
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"only {led} of {sum(topics.values())} partitions have a leader")
+        time.sleep(0.5)
+
+
+def payload(size: int) -> bytes:
+    # Random bytes: nothing along the path can shortcut incompressible data.
+    return os.urandom(size)
+
+
+def produce(bootstrap: str, topic: str, count: int, size: int, *, linger_ms: float, acks: str,
+            timeout: float = 900.0) -> float:
+    """Produce ``count`` records of ``size`` bytes; seconds from the first send to the last ack."""
+    producer = Producer({**PRODUCER_BASE, "bootstrap.servers": bootstrap, "acks": acks, "linger.ms": linger_ms})
+    value = payload(size)
+    errors: list[str] = []
+
+    def delivered(err: Any, _msg: Any) -> None:
+        if err is not None:
+            errors.append(str(err))
+
+    start = time.perf_counter()
+    for i in range(count):
+        while True:
+            try:
+                producer.produce(topic, value=value, on_delivery=delivered)
+                break
+            except BufferError:
+                producer.poll(0.005)
+        if i % 5000 == 0:
+            producer.poll(0)
+    remaining = producer.flush(timeout)
+    elapsed = time.perf_counter() - start
+    if remaining or errors:
+        raise RuntimeError(f"{remaining} records undelivered; errors: {errors[:3]}")
+    return elapsed
+
+
+def consume_all(bootstrap: str, topic: str, partitions: int, count: int, timeout: float = 900.0) -> float:
+    """Read ``count`` records from offset 0 of every partition; seconds until the last one."""
+    consumer = Consumer({**CONSUMER_BASE, "bootstrap.servers": bootstrap})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    seen = 0
+    start = time.perf_counter()
+    try:
+        while seen < count:
+            if time.perf_counter() - start > timeout:
+                raise TimeoutError(f"consumed {seen} of {count} records in {timeout:.0f}s")
+            for msg in consumer.consume(min(10_000, count - seen), 0.2):
+                if msg.error() is None:
+                    seen += 1
+                elif not msg.error().retriable() and msg.error().fatal():
+                    raise KafkaException(msg.error())
+        return time.perf_counter() - start
+    finally:
+        consumer.close()
+
+
+def produce_and_fetch_one(bootstrap: str, topic: str, timeout: float) -> None:
+    """One acknowledged record, then that record read back: the broker serves both directions.
+    Retries until ``timeout`` (a restarting broker refuses or times out at first)."""
+    deadline = time.monotonic() + timeout
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0, "log_level": 2,
+                         "reconnect.backoff.ms": 20, "reconnect.backoff.max.ms": 100,
+                         "message.timeout.ms": 5000, "topic.metadata.refresh.interval.ms": 200})
+    offset: list[int] = []
+
+    def delivered(err: Any, msg: Any) -> None:
+        if err is None:
+            offset.append(msg.offset())
+
+    while not offset:
+        if time.monotonic() > deadline:
+            raise TimeoutError("no acknowledged produce")
+        producer.produce(topic, value=b"restart-probe", partition=0, on_delivery=delivered)
+        producer.flush(6)
+    consumer = Consumer({**CONSUMER_BASE, "bootstrap.servers": bootstrap, "log_level": 2})
+    consumer.assign([TopicPartition(topic, 0, offset[0])])
+    try:
+        while True:
+            if time.monotonic() > deadline:
+                raise TimeoutError("acknowledged record not fetched")
+            msg = consumer.poll(0.2)
+            if msg is not None and msg.error() is None and msg.offset() == offset[0]:
+                return
+    finally:
+        consumer.close()

@@ -1,0 +1,62 @@
+"""Workload sizes: ``full`` is issue #8's benchmark, ``smoke`` a tiny run that only proves the
+harness works end to end (its numbers mean nothing)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Scale:
+    name: str
+    record_bytes: int  # W1–W4, W7
+    w1_records: int
+    w2_records: int
+    w3_bytes: int
+    w4_rate_mb: float  # MB/s (10^6 bytes) offered by the paced producer
+    w4_seconds: float
+    w5_records: int
+    w5_record_bytes: int
+    w6_case: str  # bench/failover.py's case: "leader" (not the active controller)
+    w7_bytes: int
+    w8_partitions: int
+    w8_settle_s: float  # after creation, before measuring
+    w8_window_s: float  # idle CPU is averaged over this window
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+FULL = Scale(
+    name="full", record_bytes=1024,
+    w1_records=1_000_000, w2_records=300_000, w3_bytes=2 * 10**9,
+    w4_rate_mb=50.0, w4_seconds=20.0,
+    w5_records=2_000_000, w5_record_bytes=100,
+    w6_case="leader",
+    w7_bytes=10 * 10**9,
+    w8_partitions=10_000, w8_settle_s=10.0, w8_window_s=30.0,
+)
+
+SMOKE = Scale(
+    name="smoke", record_bytes=1024,
+    w1_records=3_000, w2_records=2_000, w3_bytes=4 * 10**6,
+    w4_rate_mb=1.0, w4_seconds=2.0,
+    w5_records=3_000, w5_record_bytes=100,
+    w6_case="leader",
+    w7_bytes=4 * 10**6,
+    w8_partitions=200, w8_settle_s=1.0, w8_window_s=2.0,
+)
+
+SCALES = {"full": FULL, "smoke": SMOKE}
+
+
+def scale_with(base: Scale, overrides: dict[str, str]) -> Scale:
+    """``--set w3_bytes=500000000``: change single sizes without a new preset."""
+    typed: dict[str, Any] = {}
+    for key, text in overrides.items():
+        if key not in base.as_dict() or key == "name":
+            raise ValueError(f"unknown scale field {key!r}; one of {', '.join(base.as_dict())}")
+        current = getattr(base, key)
+        typed[key] = type(current)(float(text)) if isinstance(current, int) else type(current)(text)
+    return replace(base, **typed)

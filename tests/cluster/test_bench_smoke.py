@@ -1,0 +1,72 @@
+"""The benchmark harness (bench/run.py) end to end at smoke scale: every workload W1–W8 against
+Riverlog and Apache Kafka, one round of tiny sizes. It checks that the harness works (JSON with
+every run, ratios, table, plot), never how fast anything was: speed lives in docs/benchmarks.md.
+It is in the cluster tier because W2 and W6 start three-broker clusters."""
+
+from __future__ import annotations
+
+import json
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from support.brokers import REPO_ROOT
+
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(900)]
+
+WORKLOADS = [f"W{n}" for n in range(1, 9)]
+SYSTEMS = ["riverlog", "kafka"]
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def test_smoke_run_of_every_workload_against_both_systems(tmp_path: Path) -> None:
+    out, png = tmp_path / "smoke.json", tmp_path / "smoke.png"
+    cmd = [sys.executable, str(REPO_ROOT / "bench" / "run.py"), "--scale", "smoke", "--rounds", "1",
+           "--workloads", ",".join(WORKLOADS), "--systems", ",".join(SYSTEMS),
+           "--out", str(out), "--plot", str(png), "--base-dir", str(tmp_path)]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=840, cwd=REPO_ROOT)
+    assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout}\n{result.stderr[-8000:]}"
+
+    document = json.loads(out.read_text())
+    assert document["errors"] == []
+    assert "--scale" in document["command"]
+    for key in ("cpu", "cores", "memory_gib", "kernel", "python", "java", "confluent_kafka", "librdkafka"):
+        assert document["machine"].get(key), key
+    assert document["date"]
+
+    # Every workload ran once against each system, in the order R, K, and reported every metric
+    # its summary row names.
+    metrics: dict[str, set[str]] = {}
+    for row in document["summary"]:
+        metrics.setdefault(row["workload"], set()).add(row["metric"])
+    assert sorted(metrics) == WORKLOADS
+    for workload in WORKLOADS:
+        runs = [r for r in document["runs"] if r["workload"] == workload]
+        assert [r["system"] for r in runs] == SYSTEMS, workload
+        for run in runs:
+            assert set(run["values"]) >= metrics[workload], (workload, run)
+            assert all(isinstance(v, int | float) and v >= 0 for v in run["values"].values()), run
+
+    # Ratios are Riverlog's median over Kafka's, for every metric Kafka measured above zero.
+    for row in document["summary"]:
+        assert row["riverlog_median"] is not None and row["kafka_median"] is not None, row
+        if row["kafka_median"] > 0:
+            assert row["ratio"] == pytest.approx(row["riverlog_median"] / row["kafka_median"]), row
+            assert document["median_ratios"][f"{row['workload']}.{row['metric']}"] == row["ratio"]
+        if row["goal"] is not None and row["ratio"] is not None:
+            assert row["met"] in (True, False), row
+
+    # The table: a header and one row per metric on stdout.
+    lines = result.stdout.splitlines()
+    assert any(line.startswith("| workload | metric | Riverlog (median) | Kafka (median)") for line in lines)
+    for workload in WORKLOADS:
+        assert sum(line.startswith(f"| {workload} |") for line in lines) == len(metrics[workload])
+
+    # The plot: a PNG whose header chunk gives a real width and height.
+    data = png.read_bytes()
+    assert data[:8] == PNG_SIGNATURE
+    assert data[12:16] == b"IHDR"
+    width, height = struct.unpack(">II", data[16:24])
+    assert width > 100 and height > 100
