@@ -79,6 +79,31 @@ async def _cluster(body: kopf.Body) -> None:
                 raise kopf.TemporaryError(str(exc), delay=RETRY_SECONDS) from exc
 
 
+# Clusters with a pod-triggered reconcile already waiting for the lock: a burst of pod events
+# (deletion, recreation, readiness) needs one more pass, not one per event.
+_POD_TRIGGERED: set[tuple[str, str]] = set()
+
+
+async def _cluster_of_pod(namespace: str, cluster: str) -> None:
+    key = (namespace, cluster)
+    if key in _POD_TRIGGERED:
+        return
+    _POD_TRIGGERED.add(key)
+    try:
+        body = await STATE.kube().get("Cluster", cluster, namespace)
+        if body is None:
+            return
+        async with STATE.lock(body["metadata"]["uid"]):
+            _POD_TRIGGERED.discard(key)  # events from now on need a pass after this one
+            fresh = await STATE.kube().get("Cluster", cluster, namespace)
+            if fresh is None or fresh["metadata"].get("deletionTimestamp"):
+                return
+            with metrics.timed("Cluster"):
+                await reconcile_cluster(STATE.kube(), fresh, STATE.default_image)
+    finally:
+        _POD_TRIGGERED.discard(key)
+
+
 async def _topic(body: kopf.Body) -> None:
     async with STATE.lock(body["metadata"]["uid"]):
         with metrics.timed("Topic"):
@@ -103,6 +128,22 @@ async def cluster_resync(body: kopf.Body, **_: Any) -> None:
     # Rolling restarts, drains and status follow pods and brokers, which change without any
     # event on the Cluster: look again periodically.
     await _cluster(body)
+
+
+@kopf.on.event("", "v1", "pods", labels={"app.kubernetes.io/managed-by": "riverlog-operator",
+                                         "app.kubernetes.io/component": "broker"})
+async def broker_pod_event(body: kopf.Body, **_: Any) -> None:
+    # A broker pod went away, came back or changed readiness: the status (Degraded, ready
+    # brokers) and the next rolling-restart step follow now rather than at the next resync.
+    meta = body["metadata"]
+    cluster = (meta.get("labels") or {}).get("riverlog.dev/cluster")
+    if not cluster:
+        return
+    try:
+        await _cluster_of_pod(meta["namespace"], cluster)
+    except (ReconcileError, ApiError) as exc:
+        log.warning("cluster %s/%s: reconcile after a pod event failed (the resync retries): %s",
+                    meta["namespace"], cluster, exc)
 
 
 @kopf.on.resume(GROUP, VERSION, "topics")

@@ -3,17 +3,25 @@
 ``kube`` is a started :class:`support.kube.KubeCluster` (its own, for this tier); ``node`` a
 running :class:`node_agent.agent.NodeAgent` with a :class:`node_agent.provisioner.LocalDirProvisioner`
 for StorageClass ``e2e-local`` (both session scoped: tests isolate themselves by namespace).
+
+With ``RIVERLOG_E2E_KUBECONFIG`` set (``e2e/kind.sh`` does, on machines with Docker) the same
+scenarios run against that cluster instead: ``kube`` only drives kubectl and helm there and
+``node`` is None (client pods' logs come from ``kubectl logs``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator, Iterator
+import os
+import shutil
+from collections.abc import Generator, Iterator, Sequence
 from pathlib import Path
 
 import pytest
 from node_agent.agent import NodeAgent
 from node_agent.provisioner import LocalDirProvisioner
 from support.kube import KubeCluster, k8s_bin_dir
+
+EXISTING_KUBECONFIG = os.environ.get("RIVERLOG_E2E_KUBECONFIG", "")
 
 _CLUSTER_KEY = pytest.StashKey[KubeCluster]()
 _AGENT_KEY = pytest.StashKey[NodeAgent]()
@@ -40,8 +48,32 @@ def pytest_runtest_makereport(
     return report
 
 
+class ExistingCluster(KubeCluster):
+    """A cluster run by someone else (kind): kubectl and helm from PATH against its kubeconfig."""
+
+    def __init__(self, workdir: Path, kubeconfig: Path) -> None:
+        super().__init__(workdir, bin_dir=workdir)
+        self.kubeconfig = kubeconfig
+
+    def start(self, timeout: float = 0.0) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass
+
+    def _tool(self, tool: str, args: Sequence[str], input: str | None, check: bool, timeout: float):  # type: ignore[no-untyped-def]
+        found = shutil.which(tool)
+        if found is None:
+            raise FileNotFoundError(f"{tool} is not on PATH (e2e/kind.sh puts the k8s tools there)")
+        self.bin_dir = Path(found).parent
+        return super()._tool(tool, args, input, check, timeout)
+
+
 @pytest.fixture(scope="session")
 def kube(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeCluster]:
+    if EXISTING_KUBECONFIG:
+        yield ExistingCluster(tmp_path_factory.mktemp("kube"), Path(EXISTING_KUBECONFIG))
+        return
     cluster = KubeCluster(tmp_path_factory.mktemp("kube"), bin_dir=k8s_bin_dir())
     cluster.start()
     request.config.stash[_CLUSTER_KEY] = cluster
@@ -53,7 +85,10 @@ def kube(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
 @pytest.fixture(scope="session")
 def node(
     request: pytest.FixtureRequest, kube: KubeCluster, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[NodeAgent]:
+) -> Iterator[NodeAgent | None]:
+    if EXISTING_KUBECONFIG:
+        yield None  # the cluster has real nodes
+        return
     root: Path = tmp_path_factory.mktemp("node")
     provisioner = LocalDirProvisioner(kube.kubeconfig, root / "volumes")
     provisioner.start()
