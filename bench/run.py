@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import harness  # noqa: F401  (puts tests/, broker_image/ and bench/ on sys.path)
 from harness import machine, plot, report, runner
@@ -35,6 +37,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
                         help="override one size of the scale (see bench/harness/scale.py)")
     parser.add_argument("--out", type=Path, default=Path("bench/results/latest.json"))
     parser.add_argument("--plot", type=Path, default=Path("docs/benchmarks/bench.png"))
+    parser.add_argument("--from-json", type=Path, default=None, metavar="JSON",
+                        help="run nothing: print the table and draw the plot of an earlier run's JSON")
     parser.add_argument("--base-dir", type=Path, default=None,
                         help="where both systems keep their data (one disk for both); default a temp dir")
     args = parser.parse_args(argv)
@@ -49,8 +53,23 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def _replot(args: argparse.Namespace) -> int:
+    document = json.loads(args.from_json.read_text())
+    print(report.table(document["summary"]))
+    plot.plot(args.plot, document["summary"], document["runs"], _title(document))
+    print(f"\nplot {args.plot}")
+    return 0
+
+
+def _title(document: dict[str, Any]) -> str:
+    return (f"Riverlog vs Apache Kafka {document['machine']['kafka']} ({document['scale']['name']} scale, "
+            f"{document['rounds']} rounds, {document['date'][:10]})")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
+    if args.from_json is not None:
+        return _replot(args)
     scale = scale_with(SCALES[args.scale], dict(item.split("=", 1) for item in args.set))
     workloads = [WORKLOADS[w] for w in args.workload_list]
     started = datetime.datetime.now(datetime.UTC)
@@ -75,8 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         "median_ratios": {f"{r['workload']}.{r['metric']}": r["ratio"] for r in rows},
     }
     report.write_json(args.out, document)
-    plot.plot(args.plot, rows, runs, f"Riverlog vs Apache Kafka {document['machine']['kafka']} "
-              f"({scale.name} scale, {args.rounds} rounds, {started:%Y-%m-%d})")
+    plot.plot(args.plot, rows, runs, _title(document))
     print(report.table(rows))
     print(f"\n{len(runs)} runs, {len(errors)} failed; JSON {args.out}; plot {args.plot}")
     for error in errors:

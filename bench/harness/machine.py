@@ -51,8 +51,11 @@ def describe() -> dict[str, Any]:
         "java": _java_version(),
         "kafka": kafka_dist.kafka_version(),
         "riverlog": _version("riverlog"),
-        "confluent_kafka": confluent_kafka.version()[0],
+        # The package's own version: confluent_kafka.version() is a plain string in this
+        # release, whose [0] would be its first character only.
+        "confluent_kafka": _version("confluent-kafka"),
         "librdkafka": confluent_kafka.libversion()[0],
         "kafka_java_tools": kafka_dist.kafka_version(),
         "uvloop": _version("uvloop"),
+        "matplotlib": _version("matplotlib"),
     }

@@ -1,7 +1,8 @@
 """A PNG with one small panel per workload metric: Riverlog's and Kafka's medians side by side,
 every run as a dot, the ratio in the title. One panel per metric keeps each on its own scale
-(records/s, ms, s and MB differ by orders of magnitude); throughput and latency panels use a log
-axis so a 10x gap reads as a gap, not as a missing bar."""
+(records/s, ms, s and MB differ by orders of magnitude). Axes start at zero, so bar heights
+compare honestly; only where the two systems differ more than tenfold does a panel switch to a log
+axis, so the smaller bar stays visible."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ matplotlib.use("Agg")  # files only; no display on a build machine
 import matplotlib.pyplot as plt  # noqa: E402
 
 COLORS = {"riverlog": "#1f77b4", "kafka": "#7f7f7f"}
-LOG_UNITS = {"records/s", "MB/s", "ms"}
+LOG_ABOVE = 10.0  # the ratio of the larger to the smaller median beyond which a panel goes log
 
 
 def plot(path: Path, rows: Sequence[dict[str, Any]], runs: Sequence[dict[str, Any]], title: str) -> None:
@@ -44,8 +45,11 @@ def _panel(ax: Any, row: dict[str, Any], runs: Sequence[dict[str, Any]]) -> None
         points = [r["values"][row["metric"]] for r in runs
                   if r["workload"] == row["workload"] and r["system"] == system and row["metric"] in r["values"]]
         ax.plot([i] * len(points), points, "k.", markersize=5)
-    if row["unit"] in LOG_UNITS and all(m > 0 for m in medians):
+    if all(m > 0 for m in medians) and max(medians) / min(medians) > LOG_ABOVE:
         ax.set_yscale("log")
+    else:
+        ax.set_ylim(bottom=0)
+        ax.ticklabel_format(axis="y", style="plain", useOffset=False)
     ratio = f"  R/K {row['ratio']:.2f}x" if row["ratio"] is not None else ""
     ax.set_title(f"{row['workload']} {row['label']}{ratio}", fontsize=8)
     ax.set_ylabel(row["unit"], fontsize=8)

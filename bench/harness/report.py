@@ -41,18 +41,19 @@ def _num(value: float | None) -> str:
         return "-"
     if abs(value) >= 100:
         return f"{value:,.0f}"
-    return f"{value:.3g}" if abs(value) >= 1 else f"{value:.3f}"
+    # Three decimals below 10: a failover of 2.004 s must not print as "2" next to "goal <= 2 s".
+    return f"{value:.1f}" if abs(value) >= 10 else f"{value:.3f}"
 
 
 def table(rows: Sequence[dict[str, Any]]) -> str:
     """A Markdown table (readable in a terminal and pasteable into docs/benchmarks.md)."""
-    header = ["workload", "metric", "Riverlog (median)", "Kafka (median)", "Riverlog/Kafka", "goal", "met?"]
-    lines = ["| " + " | ".join(header) + " |", "|---|---|---:|---:|---:|---|---|"]
+    header = ["workload", "metric", "unit", "Riverlog (median)", "Kafka (median)", "Riverlog/Kafka", "goal", "met?"]
+    lines = ["| " + " | ".join(header) + " |", "|---|---|---|---:|---:|---:|---|---|"]
     for row in rows:
         met = {True: "yes", False: "no", None: "-"}[row["met"]]
         ratio = f"{row['ratio']:.2f}x" if row["ratio"] is not None else "-"
         lines.append(
-            f"| {row['workload']} | {row['label']} ({row['unit']}) | {_num(row['riverlog_median'])} | "
+            f"| {row['workload']} | {row['label']} | {row['unit']} | {_num(row['riverlog_median'])} | "
             f"{_num(row['kafka_median'])} | {ratio} | {row['goal'] or '-'} | {met} |"
         )
     return "\n".join(lines)

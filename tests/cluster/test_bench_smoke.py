@@ -60,7 +60,7 @@ def test_smoke_run_of_every_workload_against_both_systems(tmp_path: Path) -> Non
 
     # The table: a header and one row per metric on stdout.
     lines = result.stdout.splitlines()
-    assert any(line.startswith("| workload | metric | Riverlog (median) | Kafka (median)") for line in lines)
+    assert any(line.startswith("| workload | metric | unit | Riverlog (median) | Kafka (median)") for line in lines)
     for workload in WORKLOADS:
         assert sum(line.startswith(f"| {workload} |") for line in lines) == len(metrics[workload])
 
