@@ -24,9 +24,9 @@ pytestmark = [pytest.mark.cluster, pytest.mark.timeout(240)]
 
 
 def run(tmp_path: Path, scenario: Callable[[QuorumCluster], Awaitable[None]], size: int = 3,
-        voters: int | None = None) -> None:
+        voters: int | None = None, overrides: dict[str, object] | None = None) -> None:
     async def main() -> None:
-        cluster = QuorumCluster(tmp_path, size, voters=voters)
+        cluster = QuorumCluster(tmp_path, size, overrides, voters=voters)
         await cluster.start()
         try:
             await scenario(cluster)
@@ -231,3 +231,42 @@ def test_a_call_left_unanswered_by_a_deposed_controller_goes_to_the_new_one(tmp_
         await call
 
     run(tmp_path, scenario)
+
+
+async def _live_everywhere(cluster: QuorumCluster) -> int:
+    await cluster.wait_until(lambda: cluster.active_controller() is not None, what="an active controller")
+    await cluster.wait_until(lambda: all(img.live_broker_ids() == {1, 2, 3} for img in cluster.images().values()),
+                             what="three live brokers in every image")
+    active = cluster.active_controller()
+    assert active is not None
+    return active
+
+
+def test_a_broker_whose_process_is_gone_is_fenced_before_its_session_expires(tmp_path: Path) -> None:
+    # The session lasts a minute: within this test only the probe of the late broker's listener
+    # (refused: nothing listens there any more) can fence it.
+    async def scenario(cluster: QuorumCluster) -> None:
+        active = await _live_everywhere(cluster)
+        victim = next(n for n in cluster.brokers if n != active)
+        await cluster.crash(victim)
+        await cluster.wait_until(lambda: all(victim not in img.live_broker_ids() for img in cluster.images().values()),
+                                 timeout=20, what=f"broker {victim} fenced")
+
+    run(tmp_path, scenario, overrides={"broker.session.timeout.ms": 60_000})
+
+
+def test_a_silent_broker_that_still_listens_keeps_its_session(tmp_path: Path) -> None:
+    # Heartbeats stop but the listener still accepts (as for a paused process): the probe proves
+    # nothing, so the broker stays live until its session expires.
+    async def scenario(cluster: QuorumCluster) -> None:
+        active = await _live_everywhere(cluster)
+        victim = next(n for n in cluster.brokers if n != active)
+        silenced = [t for t in cluster.brokers[victim]._tasks if t.get_coro().__name__ == "_heartbeat_loop"]
+        assert len(silenced) == 1
+        silenced[0].cancel()
+        await asyncio.sleep(3)  # six heartbeat intervals: several probes
+        assert victim in cluster.brokers[active].controller.image.live_broker_ids()
+        await cluster.wait_until(lambda: victim not in cluster.brokers[active].controller.image.live_broker_ids(),
+                                 timeout=20, what=f"broker {victim} fenced when its session expired")
+
+    run(tmp_path, scenario, overrides={"broker.session.timeout.ms": 6_000})

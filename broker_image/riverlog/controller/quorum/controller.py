@@ -16,7 +16,9 @@ the local controller. Calls made while there is no active controller (an electio
 second or two) wait and retry up to ``CALL_TIMEOUT_S``.
 
 The active controller also fences brokers whose heartbeats stop (``broker.session.timeout.ms``);
-a newly elected one first gives every live broker a fresh session, as Kafka's does.
+a newly elected one first gives every live broker a fresh session, as Kafka's does. A broker
+whose heartbeat is late and whose listener refuses connections is fenced at once: its process is
+gone (``liveness.py``).
 
 Every node, voter or observer, snapshots its own image (as every KRaft node does): once
 ``metadata.log.max.record.bytes.between.snapshots`` bytes of records were applied since the last
@@ -40,6 +42,7 @@ from ...client.connection import BrokerConnection
 from ...config import BrokerConfig, ConfigError
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode, KafkaError
+from .. import partition_ops
 from ..api import HeartbeatResult
 from ..image import MetadataImage
 from ..leader_balance import LeaderBalanceSettings
@@ -50,7 +53,7 @@ from ..reassignment import ReassignmentItem, ReassignmentResult
 from ..records import Endpoint, Record
 from ..snapshot import image_to_records
 from ..topic_ops import NewTopic, Outcome
-from . import codec
+from . import codec, liveness
 from .driver import LeadershipLostError, RaftDriver
 from .storage import QuorumStorage
 from .transport import Address, RaftTransport
@@ -119,6 +122,11 @@ class QuorumController(LocalController):
         voters = config.quorum_voters()
         self.voter_ids = frozenset(v.node_id for v in voters)
         self.session_timeout_ms = config.get_int("broker.session.timeout.ms")
+        self.heartbeat_interval_ms = config.get_int("broker.heartbeat.interval.ms")
+        self.inter_broker_listener = config.get("inter.broker.listener.name")
+        # broker id -> the heartbeat time its listener was last probed for (once per late beat)
+        self._probed: dict[int, float] = {}
+        self._probes: set[asyncio.Task[None]] = set()
         self.leader_balance = LeaderBalanceSettings.from_broker(config)
         rc = raft_config(config)
         self.transport = RaftTransport(
@@ -171,7 +179,7 @@ class QuorumController(LocalController):
         await self.driver.stop()
 
     async def _cancel_tasks(self) -> None:
-        tasks, self._tasks = self._tasks, []
+        tasks, self._tasks = self._tasks + list(self._probes), []
         if self._snapshot_task is not None:
             tasks.append(self._snapshot_task)
             self._snapshot_task = None
@@ -327,7 +335,7 @@ class QuorumController(LocalController):
         for every live broker (their heartbeats went to the previous controller), new producer id
         blocks (the previous controller's may be partly handed out)."""
         loop = asyncio.get_running_loop()
-        interval = max(0.05, self.session_timeout_ms / 6000)
+        interval = max(0.05, min(self.session_timeout_ms / 6000, self.heartbeat_interval_ms / 5000))
         while True:
             await asyncio.sleep(interval)
             if not self.is_active:
@@ -347,6 +355,41 @@ class QuorumController(LocalController):
                 pass
             except Exception:
                 log.exception("fencing expired brokers failed")
+            self._probe_late_brokers()
+
+    def _probe_late_brokers(self) -> None:
+        """Probe the listener of every live broker whose heartbeat is overdue (see liveness.py)."""
+        now = asyncio.get_running_loop().time()
+        late_after = liveness.LATE_HEARTBEATS * self.heartbeat_interval_ms / 1000
+        for broker_id in sorted(self.image.live_broker_ids()):
+            last = self.last_heartbeat.get(broker_id)
+            if broker_id == self.node_id or last is None or now - last < late_after:
+                continue
+            if self._probed.get(broker_id) == last:
+                continue  # probed already since its last heartbeat
+            self._probed[broker_id] = last
+            task = asyncio.get_running_loop().create_task(self._fence_if_gone(broker_id, last))
+            self._probes.add(task)
+            task.add_done_callback(self._probes.discard)
+
+    async def _fence_if_gone(self, broker_id: int, last_heartbeat: float) -> None:
+        broker = self.image.brokers.get(broker_id)
+        address = None if broker is None else liveness.probe_address(broker, self.inter_broker_listener)
+        if address is None or not await liveness.nothing_listens(*address):
+            return
+        try:
+            async with self._lock:
+                broker = self.image.brokers.get(broker_id)
+                # Still live, still silent, and still this node's decision to make?
+                if (broker is None or broker.fenced or not self.is_active
+                        or self.last_heartbeat.get(broker_id) != last_heartbeat):
+                    return
+                log.warning("fencing broker %d: its heartbeat is late and nothing listens at %s:%d any more",
+                            broker_id, *address)
+                await self.commit(partition_ops.fence_broker(self.image, broker_id,
+                                                             unclean_default=self.unclean_leader_election))
+        except (NotLeaderError, LeadershipLostError):
+            pass
 
     async def _route(self, method: str, local: Callable[[], Awaitable[T]], arguments: Sequence[Any],
                      options: Mapping[str, Any]) -> T:
