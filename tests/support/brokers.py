@@ -73,6 +73,20 @@ def free_port() -> int:
     return int(kafka_dist.free_port("127.0.0.1"))
 
 
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct free ports on 127.0.0.1. All are held open while choosing: asking for
+    one port at a time can hand out the same one twice (it happened to a Kafka node's client
+    and controller listeners, which Kafka then refused)."""
+    socks = [socket.socket() for _ in range(count)]
+    try:
+        for sock in socks:
+            sock.bind(("127.0.0.1", 0))
+        return [int(sock.getsockname()[1]) for sock in socks]
+    finally:
+        for sock in socks:
+            sock.close()
+
+
 def start_timeout() -> float:
     return float(os.environ.get("RIVERLOG_BROKER_START_TIMEOUT", DEFAULT_START_TIMEOUT))
 
@@ -111,11 +125,9 @@ class BrokerProcess:
         self.name = name
         self.node_id = node_id
         self.overrides = {k: str(v) for k, v in (overrides or {}).items()}
-        self.port = free_port()
-        self.metrics_port = free_port()
-        # Only Kafka uses it (its KRaft controller listener); Riverlog's single-node mode runs
-        # the controller in-process.
-        self.controller_port = free_port()
+        # The controller port: only Kafka uses it (its KRaft controller listener); Riverlog's
+        # single-node mode runs the controller in-process.
+        self.port, self.metrics_port, self.controller_port = free_ports(3)
         self.data_dir = self.workdir / "data"
         self.log_path = self.workdir / f"{name}.log"
         self.kafka_libs = kafka_libs

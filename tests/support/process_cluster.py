@@ -42,7 +42,7 @@ from typing import Any, TypeVar
 from riverlog.protocol.record_batch import Record, iter_records
 
 from support import kafka_wire
-from support.brokers import BROKER_IMAGE, RIVERLOG_ONLY_KEYS, free_port, kafka_dist, selected_target
+from support.brokers import BROKER_IMAGE, RIVERLOG_ONLY_KEYS, free_ports, kafka_dist, selected_target
 from support.kafka_wire import ClusterView, PartitionState, QuorumState
 from support.netns import NetworkNamespaces
 
@@ -336,11 +336,12 @@ class ProcessCluster:
         _LIVE.add(self)
         self.net = NetworkNamespaces(size).create() if netns else None
         self.nodes: list[ClusterNode] = []
+        ports = free_ports(3 * size) if self.net is None else []
         for n in range(1, size + 1):
             if self.net is not None:
                 node = ClusterNode(self, n, self.net.address(n), CLIENT_PORT, CONTROLLER_PORT, METRICS_PORT)
             else:
-                node = ClusterNode(self, n, "127.0.0.1", free_port(), free_port(), free_port())
+                node = ClusterNode(self, n, "127.0.0.1", *ports[3 * (n - 1):3 * n])
             self.nodes.append(node)
 
     # --- configuration -----------------------------------------------------------------------
