@@ -134,6 +134,10 @@ def test_full_restart_keeps_topics_configs_and_data(tmp_path: Path) -> None:
         await cluster.start()
         for img in cluster.images().values():
             assert img.topic_configs("durable").get("retention.ms") == "123456"
+        # Leaders come back as the brokers re-register; read once every partition has one.
+        await cluster.wait_until(lambda: all(
+            p.leader in img.live_broker_ids() for img in cluster.images().values()
+            for p in img.topics["durable"].partitions.values()), timeout=60, what="leaders after the restart")
         seen = await asyncio.to_thread(read_all, cluster.bootstrap, "durable", 90)
         assert sorted(seen) == sorted(b"v%d" % i for i in range(90))
 
