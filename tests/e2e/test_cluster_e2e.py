@@ -113,9 +113,15 @@ class Installation:
 
 @dataclass
 class Watcher:
-    """Samples the Cluster's conditions and the broker pods about every second, in a thread."""
+    """Samples the Cluster's conditions and the broker pods about every ``interval`` seconds, in a thread.
+
+    One more sample is taken on exit, after the thread stops: a pod that starts and finishes
+    going between two samples (a drained broker shuts down in well under a second) is then still
+    seen absent, instead of the scenario ending before the next sample.
+    """
 
     inst: Installation
+    interval: float = 0.5
     samples: list[dict[str, Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -129,24 +135,31 @@ class Watcher:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join(30)
+        for _ in range(5):  # the closing sample; retried because a slow API call is skipped
+            if self._sample():
+                break
+            time.sleep(1.0)
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            try:
-                c = self.inst.cluster() or {}
-                pods = self.inst.broker_pods()
-            except Exception:  # a slow API call now and then: skip the sample
-                self._stop.wait(1.0)
-                continue
-            conditions = {k["type"]: (k["status"], k.get("reason"))
-                          for k in (c.get("status") or {}).get("conditions") or []}
-            self.samples.append({
-                "t": time.time(), "conditions": conditions,
-                "pods": {p["metadata"]["name"]: {
-                    "uid": p["metadata"]["uid"], "terminating": bool(p["metadata"].get("deletionTimestamp")),
-                    "ready": any(x["type"] == "Ready" and x["status"] == "True"
-                                 for x in (p.get("status") or {}).get("conditions") or [])} for p in pods}})
-            self._stop.wait(1.0)
+            self._sample()
+            self._stop.wait(self.interval)
+
+    def _sample(self) -> bool:
+        try:
+            c = self.inst.cluster() or {}
+            pods = self.inst.broker_pods()
+        except Exception:  # a slow API call now and then: skip the sample
+            return False
+        conditions = {k["type"]: (k["status"], k.get("reason"))
+                      for k in (c.get("status") or {}).get("conditions") or []}
+        self.samples.append({
+            "t": time.time(), "conditions": conditions,
+            "pods": {p["metadata"]["name"]: {
+                "uid": p["metadata"]["uid"], "terminating": bool(p["metadata"].get("deletionTimestamp")),
+                "ready": any(x["type"] == "Ready" and x["status"] == "True"
+                             for x in (p.get("status") or {}).get("conditions") or [])} for p in pods}})
+        return True
 
     def saw(self, type_: str, status: str) -> bool:
         return any(s["conditions"].get(type_, ("", ""))[0] == status for s in self.samples)
