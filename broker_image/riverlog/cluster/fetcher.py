@@ -130,6 +130,9 @@ class ReplicaFetcherManager:
         self.on_append = on_append
         self.fetchers: dict[int, LeaderFetcher] = {}
         self._leader_of: dict[Key, int] = {}
+        # Fetchers told to end but maybe still closing their connection: stop() waits for them
+        # too, so no fetcher task outlives the broker's event loop.
+        self._retired: set[LeaderFetcher] = set()
         self.started = False
         self.closed = False
         self.unpaused = asyncio.Event()
@@ -168,6 +171,9 @@ class ReplicaFetcherManager:
             # Nothing left to fetch from that broker: end its task and connection.
             del self.fetchers[leader]
             fetcher.close()
+            if fetcher.running:
+                self._retired.add(fetcher)
+                fetcher.on_done(self._retired.discard)
 
     def following(self, topic: str, partition: int) -> int | None:
         """The leader we fetch ``topic-partition`` from, if any."""
@@ -196,8 +202,9 @@ class ReplicaFetcherManager:
     async def stop(self) -> None:
         """Stop every fetcher; partitions followed later are not fetched."""
         self.closed = True
-        fetchers = list(self.fetchers.values())
+        fetchers = [*self.fetchers.values(), *self._retired]
         self.fetchers.clear()
+        self._retired.clear()
         self._leader_of.clear()
         for fetcher in fetchers:
             fetcher.close()
@@ -223,6 +230,15 @@ class LeaderFetcher:
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(
                 self._run(), name=f"replica-fetcher-{self.manager.node_id}-from-{self.leader_id}")
+
+    @property
+    def running(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    def on_done(self, callback: Callable[[LeaderFetcher], None]) -> None:
+        """Call ``callback(self)`` once the task has ended."""
+        if self._task is not None:
+            self._task.add_done_callback(lambda _: callback(self))
 
     def close(self) -> None:
         # The task owns the connection and closes it as it ends.
