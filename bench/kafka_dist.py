@@ -58,6 +58,7 @@ CONSOLE_PRODUCER_MAIN = "org.apache.kafka.tools.ConsoleProducer"
 CONSOLE_CONSUMER_MAIN = "org.apache.kafka.tools.consumer.ConsoleConsumer"
 GET_OFFSET_SHELL_MAIN = "org.apache.kafka.tools.GetOffsetShell"
 DELETE_RECORDS_MAIN = "org.apache.kafka.tools.DeleteRecordsCommand"
+TRANSACTIONS_MAIN = "org.apache.kafka.tools.TransactionsCommand"
 PRODUCER_PERF_MAIN = "org.apache.kafka.tools.ProducerPerformance"
 CONSUMER_PERF_MAIN = "org.apache.kafka.tools.ConsumerPerformance"
 

@@ -19,6 +19,7 @@ CONSOLE_PRODUCER = kafka_dist.CONSOLE_PRODUCER_MAIN  # kafka-console-producer.sh
 CONSOLE_CONSUMER = kafka_dist.CONSOLE_CONSUMER_MAIN  # kafka-console-consumer.sh
 GET_OFFSET_SHELL = kafka_dist.GET_OFFSET_SHELL_MAIN  # kafka-get-offsets.sh
 DELETE_RECORDS = kafka_dist.DELETE_RECORDS_MAIN  # kafka-delete-records.sh
+TRANSACTIONS = kafka_dist.TRANSACTIONS_MAIN  # kafka-transactions.sh
 
 
 @dataclass(frozen=True)
@@ -100,6 +101,9 @@ class JavaTools:
             timeout=timeout,
             check=check,
         )
+
+    def transactions(self, bootstrap: str, *args: str, timeout: float = 90.0, check: bool = True) -> ToolResult:
+        return self.run(TRANSACTIONS, ["--bootstrap-server", bootstrap, *args], timeout=timeout, check=check)
 
     def get_offsets(self, bootstrap: str, *args: str, timeout: float = 90.0) -> ToolResult:
         return self.run(GET_OFFSET_SHELL, ["--bootstrap-server", bootstrap, *args], timeout=timeout)

@@ -27,7 +27,7 @@ from .groups import (
 from .list_offsets import handle_list_offsets
 from .metadata import handle_describe_topic_partitions, handle_metadata
 from .produce import handle_produce
-from .producer_ids import handle_init_producer_id
+from .producer_ids import handle_describe_producers, handle_init_producer_id
 from .quorum import (
     QuorumHost,
     handle_begin_quorum_epoch,
@@ -74,6 +74,7 @@ HANDLERS: dict[ApiKey, BrokerHandler] = {
     ApiKey.DESCRIBE_CLUSTER: handle_describe_cluster,
     ApiKey.DELETE_RECORDS: handle_delete_records,
     ApiKey.INIT_PRODUCER_ID: handle_init_producer_id,
+    ApiKey.DESCRIBE_PRODUCERS: handle_describe_producers,
     ApiKey.OFFSET_FOR_LEADER_EPOCH: handle_offset_for_leader_epoch,
     ApiKey.DESCRIBE_LOG_DIRS: handle_describe_log_dirs,
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: handle_describe_topic_partitions,
