@@ -27,6 +27,17 @@ def pytest_report_header(config: pytest.Config) -> str:
     return "broker target: riverlog (set RIVERLOG_TEST_TARGET=kafka to validate against Apache Kafka)"
 
 
+TIERS = ("unit", "integration", "cluster", "k8s", "spark", "e2e")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # `make <tier>` selects by marker: a test with no tier marker would run only under
+    # `make test` and silently drop out of its tier's command (four unit tests once did).
+    untiered = [item.nodeid for item in items if not any(item.get_closest_marker(t) for t in TIERS)]
+    if untiered:
+        raise pytest.UsageError(f"tests without a tier marker ({', '.join(TIERS)}): {', '.join(untiered)}")
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]

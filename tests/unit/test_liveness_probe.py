@@ -5,9 +5,12 @@ from __future__ import annotations
 import asyncio
 import socket
 
+import pytest
 from riverlog.controller.image import BrokerImage
 from riverlog.controller.quorum.liveness import nothing_listens, probe_address
 from riverlog.controller.records import Endpoint
+
+pytestmark = pytest.mark.unit
 
 
 def test_a_closed_port_is_refused_and_a_listening_one_is_not() -> None:

@@ -5,10 +5,13 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
 from riverlog.config import BrokerConfig
 from riverlog.controller.image import MetadataImage
 from riverlog.controller.records import Endpoint, RegisterBrokerRecord
 from riverlog.handlers.metadata import broker_entries
+
+pytestmark = pytest.mark.unit
 
 
 def image(fenced: set[int]) -> MetadataImage:
