@@ -395,12 +395,24 @@ def _tail_suffix(log_file: Path | None, lines: int = 40) -> str:
     return "\n--- log tail ---\n" + "\n".join(text)
 
 
+def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
+    """``count`` distinct unused ports. Binding port 0 lets the kernel pick one; all sockets stay
+    open while choosing, because asking for one port at a time can hand out the same port twice
+    (a Kafka node once got it for both its client and controller listeners and refused to
+    start). Another process could still take a port before we use it, but on a test machine that
+    race is rare and shows up as a clear bind error."""
+    socks = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(count)]
+    try:
+        for sock in socks:
+            sock.bind((host, 0))
+        return [int(sock.getsockname()[1]) for sock in socks]
+    finally:
+        for sock in socks:
+            sock.close()
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    # Binding port 0 lets the kernel pick an unused port. Another process could take it before
-    # we use it, but on a test machine that race is rare and shows up as a clear bind error.
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
+    return free_ports(1, host)[0]
 
 
 def stop_process(proc: subprocess.Popen[bytes], timeout: float = 30.0) -> int:
@@ -433,8 +445,9 @@ class KafkaServer:
         libs: Path | None = None,
     ) -> None:
         self.workdir = Path(workdir)
-        self.port = port or free_port()
-        self.controller_port = controller_port or free_port()
+        picked = free_ports(2)
+        self.port = port or picked[0]
+        self.controller_port = controller_port or picked[1]
         self.log_dir = self.workdir / "data"
         self.config_path = self.workdir / "server.properties"
         self.log_file = self.workdir / "kafka.log"

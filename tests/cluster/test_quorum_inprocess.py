@@ -18,7 +18,8 @@ from riverlog.config import BrokerConfig
 from riverlog.controller.topic_ops import NewTopic
 from riverlog.controller_node import ControllerNode
 from riverlog.protocol.errors import ErrorCode
-from support.quorum_cluster import QuorumCluster, free_port
+from support.brokers import free_ports
+from support.quorum_cluster import QuorumCluster
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(240)]
 
@@ -149,8 +150,9 @@ def test_dedicated_controllers_and_broker_only_nodes(tmp_path: Path) -> None:
     data and a controller failover, with no broker ever voting."""
 
     async def main() -> None:
-        controller_ports = {n: free_port() for n in (1, 2, 3)}
-        client_ports = {n: free_port() for n in (4, 5)}
+        picked = free_ports(5)
+        controller_ports = {n: picked[n - 1] for n in (1, 2, 3)}
+        client_ports = {n: picked[n - 1] for n in (4, 5)}
         voters = ",".join(f"{n}@127.0.0.1:{p}" for n, p in controller_ports.items())
         common = {"controller.quorum.voters": voters, "metrics.host": "127.0.0.1", "metrics.port": "0",
                   "offsets.topic.num.partitions": "3"}

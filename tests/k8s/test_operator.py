@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 from riverlog.client.admin import AdminClient
-from support.brokers import BrokerProcess, free_port
+from support.brokers import BrokerProcess, free_port, free_ports
 from support.kube import KubeCluster, wait_until
 
 pytestmark = pytest.mark.k8s
@@ -625,8 +625,8 @@ def test_peering_lets_only_the_highest_priority_replica_act(kube: KubeCluster, c
 def quorum_of_four(tmp_path: Path) -> Iterator[str]:
     """Four Riverlog broker processes on loopback numbered like a Cluster's pods (node ids
     0-3, voters 0-2): what the operator drains when a Cluster shrinks from 4 to 3."""
-    ports = [free_port() for _ in range(4)]
-    controller_ports = [free_port() for _ in range(3)]
+    picked = free_ports(11)
+    ports, controller_ports, metrics_ports = picked[:4], picked[4:7], picked[7:]
     voters = ",".join(f"{i}@127.0.0.1:{controller_ports[i]}" for i in range(3))
     procs = []
     env = {**os.environ, "PYTHONPATH": str(ROOT / "broker_image")}
@@ -638,7 +638,7 @@ def quorum_of_four(tmp_path: Path) -> Iterator[str]:
             roles = "broker,controller"
         props = {"node.id": i, "process.roles": roles, "listeners": listeners,
                  "advertised.listeners": f"PLAINTEXT://127.0.0.1:{ports[i]}", "controller.quorum.voters": voters,
-                 "log.dirs": tmp_path / f"broker{i}", "metrics.port": free_port(), "metrics.host": "127.0.0.1",
+                 "log.dirs": tmp_path / f"broker{i}", "metrics.port": metrics_ports[i], "metrics.host": "127.0.0.1",
                  "auto.leader.rebalance.enable": "false"}
         args = [arg for k, v in props.items() for arg in ("--set", f"{k}={v}")]
         with (tmp_path / f"broker{i}.log").open("wb") as log:

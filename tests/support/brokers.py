@@ -74,17 +74,8 @@ def free_port() -> int:
 
 
 def free_ports(count: int) -> list[int]:
-    """``count`` distinct free ports on 127.0.0.1. All are held open while choosing: asking for
-    one port at a time can hand out the same one twice (it happened to a Kafka node's client
-    and controller listeners, which Kafka then refused)."""
-    socks = [socket.socket() for _ in range(count)]
-    try:
-        for sock in socks:
-            sock.bind(("127.0.0.1", 0))
-        return [int(sock.getsockname()[1]) for sock in socks]
-    finally:
-        for sock in socks:
-            sock.close()
+    """``count`` distinct free ports on 127.0.0.1, chosen together (see kafka_dist.free_ports)."""
+    return list(kafka_dist.free_ports(count, "127.0.0.1"))
 
 
 def start_timeout() -> float:

@@ -13,7 +13,6 @@ live on the test's event loop.
 from __future__ import annotations
 
 import asyncio
-import socket
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -21,13 +20,9 @@ from pathlib import Path
 from riverlog.controller.image import PartitionImage
 from riverlog.devcluster import DevCluster
 
+from support.brokers import free_ports
+
 CLUSTER_ID = "riverlog-inprocess-test"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class InProcessCluster(DevCluster):
@@ -38,7 +33,7 @@ class InProcessCluster(DevCluster):
             "min.insync.replicas": 1, "offsets.topic.num.partitions": 3, "group.initial.rebalance.delay.ms": 0,
             "replica.fetch.backoff.ms": 100, "replica.fetch.wait.max.ms": 200,
         }
-        ports = {n: free_port() for n in range(1, size + 1)}
+        ports = dict(zip(range(1, size + 1), free_ports(size), strict=True))
         super().__init__(base, size, {**test_settings, **(overrides or {})}, ports=ports, cluster_id=CLUSTER_ID)
 
     async def crash(self, node_id: int) -> None:

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from support import kube_build
-from support.brokers import free_port
+from support.brokers import free_ports
 
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient
@@ -211,10 +211,8 @@ class KubeCluster:
         self.bin_dir = bin_dir or k8s_bin_dir()
         self.pki = self.workdir / "pki"
         self.kubeconfig = self.workdir / "admin.kubeconfig"
-        self.etcd_port = free_port()
-        self.etcd_peer_port = free_port()
-        self.apiserver_port = free_port()
-        self.controller_manager_port = free_port()
+        (self.etcd_port, self.etcd_peer_port, self.apiserver_port,
+         self.controller_manager_port) = free_ports(4)
         self.server = f"https://127.0.0.1:{self.apiserver_port}"
         self.components: list[_Component] = []
         self._namespaces = 0

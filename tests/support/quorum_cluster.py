@@ -10,7 +10,6 @@ shutdown.
 from __future__ import annotations
 
 import asyncio
-import socket
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -18,23 +17,21 @@ from pathlib import Path
 from riverlog.controller.image import MetadataImage
 from riverlog.devcluster import QuorumDevCluster
 
+from support.brokers import free_ports
+
 TEST_SETTINGS: dict[str, object] = {
     "offsets.topic.num.partitions": 3, "group.initial.rebalance.delay.ms": 0,
     "replica.fetch.backoff.ms": 100, "replica.fetch.wait.max.ms": 200,
 }
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class QuorumCluster(QuorumDevCluster):
     def __init__(self, base: Path, size: int = 3, overrides: Mapping[str, object] | None = None,
                  *, voters: int | None = None) -> None:
-        ports = {n: free_port() for n in range(1, size + 1)}
-        controller_ports = {n: free_port() for n in range(1, min(size, voters or self.VOTERS_MAX) + 1)}
+        voter_count = min(size, voters or self.VOTERS_MAX)
+        picked = free_ports(size + voter_count)
+        ports = {n: picked[n - 1] for n in range(1, size + 1)}
+        controller_ports = {n: picked[size + n - 1] for n in range(1, voter_count + 1)}
         super().__init__(base, size, {**TEST_SETTINGS, **(overrides or {})}, ports=ports,
                          controller_ports=controller_ports)
 
