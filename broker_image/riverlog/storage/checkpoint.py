@@ -33,7 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from riverlog.storage.files import atomic_write, fsync_dir, fsync_path
+from .files import atomic_write, fsync_dir, fsync_path
 
 STATE_NAME = "partition-state.checkpoint"
 CLEANER_NAME = "cleaner-offset-checkpoint"

@@ -44,8 +44,8 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from riverlog.protocol.errors import KafkaError
-from riverlog.protocol.record_batch import (
+from ..protocol.errors import KafkaError
+from ..protocol.record_batch import (
     COMPRESSION_MASK,
     DELETE_HORIZON_MASK,
     HEADER_SIZE,
@@ -61,12 +61,12 @@ from riverlog.protocol.record_batch import (
     scan_records,
     validate_batch,
 )
-from riverlog.storage import checkpoint
-from riverlog.storage.config import LONG_MAX, LogConfig
-from riverlog.storage.files import CLEANED_SUFFIX, pread_exact
-from riverlog.storage.index import OffsetIndex
-from riverlog.storage.log import Log
-from riverlog.storage.segment import AppendedBatch, LogSegment
+from . import checkpoint
+from .config import LONG_MAX, LogConfig
+from .files import CLEANED_SUFFIX, pread_exact
+from .index import OffsetIndex
+from .log import Log
+from .segment import AppendedBatch, LogSegment
 
 log = logging.getLogger(__name__)
 

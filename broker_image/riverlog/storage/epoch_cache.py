@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from riverlog.storage.files import atomic_write, fsync_path
+from .files import atomic_write, fsync_path
 
 CHECKPOINT_NAME = "leader-epoch-checkpoint"
 UNDEFINED_EPOCH = -1

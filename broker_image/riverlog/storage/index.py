@@ -22,7 +22,7 @@ from array import array
 from bisect import bisect_right
 from pathlib import Path
 
-from riverlog.storage.files import fsync_path, pwrite_all
+from .files import fsync_path, pwrite_all
 
 
 class SparseIndex:

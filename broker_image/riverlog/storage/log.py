@@ -11,6 +11,14 @@ Directory contents::
     cleaner-offset-checkpoint                         how far compaction got (compacted logs, cleaner.py)
     *.cleaned / *.swap / <base>.swap-range            a compaction swap in progress (finished or undone at open)
 
+This module holds appending, reading, truncation, flush and close. The other concerns of a log
+live beside it, and :class:`Log` delegates to them:
+
+    log_loader.py        opening: recovery after a crash, rebuilding epochs and producer state
+    segment_swap.py      the compaction swap (replace_segments) and finishing it after a crash
+    retention.py         retention, DeleteRecords (log start offset) and periodic maintenance
+    timestamp_lookup.py  ListOffsets by timestamp and MAX_TIMESTAMP
+
 Threading: the event loop appends and reads; flush(), open() and maintenance() may run in a thread
 pool. One lock guards the in-memory state; fsyncs happen outside it so a slow disk does not stall
 appends.
@@ -23,46 +31,27 @@ import os
 import shutil
 import threading
 from bisect import bisect_right
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from riverlog.protocol.errors import ErrorCode, KafkaError
-from riverlog.protocol.file_region import FileRegion
-from riverlog.protocol.record_batch import (
+from ..protocol.errors import ErrorCode, KafkaError
+from ..protocol.file_region import FileRegion
+from ..protocol.record_batch import (
     BatchHeader,
-    decode_records,
     iter_batches,
     patch_offset_and_epoch,
-    read_header,
     records_section,
     scan_records,
     set_log_append_time,
     validate_batch,
 )
-from riverlog.storage import checkpoint
-from riverlog.storage.config import LogConfig
-from riverlog.storage.epoch_cache import LeaderEpochCache
-from riverlog.storage.files import (
-    CLEANED_SUFFIX,
-    DELETED_SUFFIX,
-    INDEX_SUFFIX,
-    LOG_SUFFIX,
-    SWAP_RANGE_SUFFIX,
-    SWAP_SUFFIX,
-    TIME_INDEX_SUFFIX,
-    atomic_write,
-    fsync_dir,
-    fsync_path,
-    offset_file_name,
-    parse_offset_file_name,
-)
-from riverlog.storage.producer_state import ProducerEntry, ProducerStateManager
-from riverlog.storage.segment import AppendedBatch, LogSegment
-
-HIGH_WATERMARK_SENTINEL = -1  # DeleteRecords: "up to the high watermark"
-
-SegmentPredicate = Callable[[LogSegment, "LogSegment | None"], bool]
+from . import checkpoint, retention, segment_swap, timestamp_lookup
+from .config import LogConfig
+from .epoch_cache import LeaderEpochCache
+from .files import fsync_dir, fsync_path
+from .log_loader import LogLoader, rebuild_producer_state
+from .producer_state import ProducerEntry, ProducerStateManager
+from .segment import AppendedBatch, LogSegment
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +81,10 @@ def _out_of_range(message: str) -> KafkaError:
 
 
 class Log:
+    """One partition's log. Its underscore members are private to the storage package: retention.py
+    and segment_swap.py use some of them, under the lock, through the protocols they declare
+    (:class:`~.retention.RetainedLog`, :class:`~.segment_swap.SwappableLog`)."""
+
     def __init__(self, directory: Path, config: LogConfig) -> None:
         self.directory = directory
         self.config = config
@@ -110,172 +103,20 @@ class Log:
         self.truncations = 0
         self._closed = False
 
-    # ------------------------------------------------------------------ opening and recovery
+    # ------------------------------------------------------------------ opening (log_loader.py)
 
     @classmethod
     def open(cls, directory: Path, config: LogConfig, *, now_ms: int) -> Log:
         """Open (creating if needed) the log in ``directory``, recovering it after a crash."""
         directory.mkdir(parents=True, exist_ok=True)
         log = cls(directory, config)
-        log._load(now_ms)
+        loaded = LogLoader(directory, config, log.epochs, log.producers).load(now_ms)
+        log.segments = loaded.segments
+        log.log_start_offset = loaded.log_start_offset
+        log.log_end_offset = loaded.log_end_offset
+        log.high_watermark = loaded.high_watermark
+        log.recovery_point = loaded.recovery_point
         return log
-
-    def _load(self, now_ms: int) -> None:
-        directory = self.directory
-        clean = checkpoint.has_clean_shutdown(directory)
-        state = checkpoint.read_state(directory)
-        if state is None:
-            clean = False
-        bases = self._tidy_directory()
-        interval = self.config.index_interval_bytes
-        self.segments = [LogSegment.open(directory, base, now_ms=now_ms) for base in bases]
-        if not self.segments:
-            start = state.log_start_offset if state else 0
-            self.segments = [LogSegment.create(directory, start, now_ms=now_ms)]
-
-        epochs_loaded = self.epochs.load()
-        recover_from: int | None = None
-        if clean:
-            last = self.segments[-1]
-            if not last.indexes_look_valid() or not last.load_tail_state(interval):
-                recover_from = len(self.segments) - 1
-        else:
-            # Validate from the segment holding the recovery point on: everything below it was
-            # fsynced. Without a state file that is every segment (a full scan, the price of a
-            # lost checkpoint).
-            recovery_point = state.recovery_point if state else 0
-            recover_from = max(0, bisect_right(bases, recovery_point) - 1)
-        for segment in self.segments[: recover_from if recover_from is not None else -1]:
-            if not segment.indexes_look_valid():
-                segment.rebuild_indexes(interval)
-        if recover_from is not None:
-            self._recover_segments(recover_from)
-        for segment, following in zip(self.segments, self.segments[1:], strict=False):
-            segment.next_offset = following.base_offset
-            segment.inactive = True
-            if segment.indexes_checked:  # rebuilt or recovered: finish it as a roll would have
-                segment.on_become_inactive()
-        self.log_end_offset = self.segments[-1].next_offset
-
-        if not epochs_loaded:
-            self._rebuild_epochs_from_log()
-        # An epoch may start exactly at the log end (a leader that has not appended yet).
-        self.epochs.truncate_from_end(self.log_end_offset + 1)
-
-        start = state.log_start_offset if state else self.segments[0].base_offset
-        self.log_start_offset = min(max(start, self.segments[0].base_offset), self.log_end_offset)
-        self.epochs.truncate_from_start(self.log_start_offset)
-        self.high_watermark = self._clamp(state.high_watermark if state else 0)
-        self._rebuild_producer_state()
-        if recover_from is not None:
-            # What recovery validated may still sit dirty in the page cache: make it durable so the
-            # recovery point can move to the log end.
-            for segment in self.segments[recover_from:]:
-                segment.flush()
-        self.recovery_point = self.log_end_offset
-        self.epochs.write(sync=True)
-        checkpoint.write_state(directory, self._state(), sync=True)
-        checkpoint.clear_clean_shutdown(directory)
-
-    def _tidy_directory(self) -> list[int]:
-        """Remove leftovers of interrupted operations; return the segment base offsets."""
-        self._complete_swaps()
-        names = os.listdir(self.directory)
-        bases = sorted(b for n in names if (b := parse_offset_file_name(n, LOG_SUFFIX)) is not None)
-        known = set(bases)
-        for name in names:
-            orphan_index = any(
-                (b := parse_offset_file_name(name, suffix)) is not None and b not in known
-                for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX)
-            )
-            if name.endswith((DELETED_SUFFIX, ".tmp", CLEANED_SUFFIX, SWAP_SUFFIX)) or orphan_index:
-                (self.directory / name).unlink(missing_ok=True)
-        return bases
-
-    def _complete_swaps(self) -> None:
-        """Finish a compaction swap that a crash interrupted (see :meth:`replace_segments`).
-
-        ``<base>.log.swap`` beside ``<base>.swap-range`` means the swap was committed: the old
-        segments with base offsets in [base, upper) go and the ``.swap`` files take their names.
-        Without the ``.log.swap`` the swap either never committed (``.cleaned`` files, removed by
-        the tidy-up) or already completed; either way only the range file is left to remove.
-        """
-        directory = self.directory
-        names = os.listdir(directory)
-        finished = False
-        for name in names:
-            base = parse_offset_file_name(name, SWAP_RANGE_SUFFIX)
-            if base is None:
-                continue
-            swap_log = directory / (offset_file_name(base, LOG_SUFFIX) + SWAP_SUFFIX)
-            try:
-                upper = int((directory / name).read_text().strip())
-            except (OSError, ValueError):
-                upper = None  # written atomically, so never torn; unreadable means not ours
-            if upper is not None and swap_log.exists():
-                for other in names:
-                    for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-                        old_base = parse_offset_file_name(other, suffix)
-                        if old_base is not None and base <= old_base < upper:
-                            (directory / other).unlink(missing_ok=True)
-                # Indexes first, the log last, as the live swap does; a missing index is rebuilt.
-                for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX):
-                    final = directory / offset_file_name(base, suffix)
-                    swapped = final.with_name(final.name + SWAP_SUFFIX)
-                    if swapped.exists():
-                        os.replace(swapped, final)
-            (directory / name).unlink(missing_ok=True)
-            finished = True
-        if finished:
-            fsync_dir(directory)
-
-    def _recover_segments(self, first: int) -> None:
-        """Validate segments ``first``.. (crash recovery); a torn or corrupt batch ends the log there:
-        the segment is cut and every later segment removed, so offsets stay contiguous."""
-        interval = self.config.index_interval_bytes
-        self.epochs.truncate_from_end(self.segments[first].base_offset)
-
-        def on_batch(header: BatchHeader) -> None:
-            # Recovery only moves epochs forward (Kafka's rule); appends use the full assign.
-            if header.partition_leader_epoch > self.epochs.latest_epoch:
-                self.epochs.assign(header.partition_leader_epoch, header.base_offset)
-
-        for i in range(first, len(self.segments)):
-            segment = self.segments[i]
-            truncated = segment.recover(interval, on_batch)
-            if truncated and i + 1 < len(self.segments):
-                for later in self.segments[i + 1 :]:
-                    later.delete_files()
-                del self.segments[i + 1 :]
-                break
-
-    def _rebuild_epochs_from_log(self) -> None:
-        """The epoch checkpoint was lost: rebuild it from every batch header (costs a full scan)."""
-        self.epochs.entries = []
-        for segment in self.segments:
-            for header in segment.iter_headers(0):
-                if header.partition_leader_epoch > self.epochs.latest_epoch:
-                    self.epochs.assign(header.partition_leader_epoch, header.base_offset)
-
-    def _rebuild_producer_state(self) -> None:
-        """Newest snapshot at or below the log end, then replay the batch headers after it.
-
-        Without any snapshot this replays the whole log (a full header scan)."""
-        self.producers.delete_snapshots_above(self.log_end_offset)
-        self.producers.clear()
-        loaded = self.producers.load_latest_snapshot(self.log_end_offset)
-        start = loaded if loaded is not None else self.segments[0].base_offset
-        if start >= self.log_end_offset:
-            return
-        interval = self.config.index_interval_bytes
-        for segment in self.segments:
-            if segment.next_offset <= start:
-                continue
-            first = segment.find_batch(start, interval) if segment.base_offset < start else None
-            position = first.position if first is not None else 0
-            for header in segment.iter_headers(position):
-                if header.base_offset >= start:
-                    self.producers.replay(header, header.max_timestamp if header.is_log_append_time else -1)
 
     # ------------------------------------------------------------------ small helpers
 
@@ -311,6 +152,15 @@ class Log:
         with self._lock:
             self.high_watermark = self._clamp(offset)
             return self.high_watermark
+
+    def _retire_segment(self, segment: LogSegment, delete_due: int | None) -> None:
+        """Take a segment already removed from ``segments`` out of service: renamed ``*.deleted``
+        now, its files unlinked at ``delete_due`` (None: file.delete.delay.ms after the next
+        maintenance run) so in-flight fetches from it finish."""
+        if segment in self._unflushed_segments:
+            self._unflushed_segments.remove(segment)
+        segment.mark_deleted()
+        self._pending_deletion.append((segment, delete_due))
 
     # ------------------------------------------------------------------ appending
 
@@ -556,164 +406,42 @@ class Log:
         info = self.read(start_offset, max_bytes, max_offset=self.log_end_offset if max_offset is None else max_offset)
         return b"".join(os.pread(r.fileno(), r.size, r.position) for r in info.regions)
 
-    # ------------------------------------------------------------------ timestamps
+    # ------------------------------------------------------------------ timestamps (timestamp_lookup.py)
 
     def offset_for_timestamp(self, timestamp: int, *, max_offset: int | None = None) -> tuple[int, int, int] | None:
         """(offset, timestamp, leader epoch) of the first record at or after ``timestamp``."""
         with self._lock:
             self._check_open()
-            for segment in self.segments:
-                if segment.max_timestamp < timestamp or segment.next_offset <= self.log_start_offset:
-                    continue
-                found = self._search_timestamp(segment, timestamp)
-                if found is not None:
-                    if max_offset is not None and found[0] >= max_offset:
-                        return None
-                    return found
-            return None
-
-    def _search_timestamp(self, segment: LogSegment, timestamp: int) -> tuple[int, int, int] | None:
-        interval = self.config.index_interval_bytes
-        segment.ensure_indexes(interval)
-        # Batches before the one that first reached the time index entry's timestamp all have
-        # smaller timestamps, so the scan may start there.
-        entry = segment.time_index.lookup(timestamp)
-        from_offset = max(entry[1] if entry else segment.base_offset, self.log_start_offset)
-        indexed = segment.offset_index.lookup(from_offset)
-        for header in segment.iter_headers(indexed[1] if indexed else 0):
-            if header.last_offset < self.log_start_offset or header.max_timestamp < timestamp:
-                continue
-            if header.is_log_append_time:
-                return (
-                    max(header.base_offset, self.log_start_offset),
-                    header.max_timestamp,
-                    header.partition_leader_epoch,
-                )
-            data = segment.read_bytes(header.position, header.size)
-            for record in decode_records(data, read_header(data)):
-                if record.offset >= self.log_start_offset and record.timestamp >= timestamp:
-                    return record.offset, record.timestamp, header.partition_leader_epoch
-        return None
+            return timestamp_lookup.offset_for_timestamp(
+                self.segments,
+                self.log_start_offset,
+                self.config.index_interval_bytes,
+                timestamp,
+                max_offset=max_offset,
+            )
 
     def max_timestamp_offset(self) -> tuple[int, int, int] | None:
         """ListOffsets MAX_TIMESTAMP: (offset, timestamp, leader epoch) of the record with the largest
         timestamp (the first such record if several share it)."""
         with self._lock:
             self._check_open()
-            best: LogSegment | None = None
-            for segment in self.segments:
-                if segment.max_timestamp >= 0 and (best is None or segment.max_timestamp > best.max_timestamp):
-                    best = segment
-            if best is None:
-                return None
-            header = best.find_batch(best.offset_of_max_timestamp, self.config.index_interval_bytes)
-            if header is None:
-                return None
-            epoch = header.partition_leader_epoch
-            if not header.is_log_append_time:
-                data = best.read_bytes(header.position, header.size)
-                for record in decode_records(data, read_header(data)):
-                    if record.timestamp == header.max_timestamp:
-                        return record.offset, record.timestamp, epoch
-            return header.base_offset, header.max_timestamp, epoch
+            return timestamp_lookup.max_timestamp_offset(self.segments, self.config.index_interval_bytes)
 
-    # ------------------------------------------------------------------ log start, retention
+    # ------------------------------------------------------------------ log start, retention (retention.py)
 
     def delete_records_before(self, offset: int) -> int:
         """DeleteRecords: move the log start offset up to ``offset`` (-1: the high watermark)."""
-        with self._lock:
-            self._check_open()
-            if offset == HIGH_WATERMARK_SENTINEL:
-                offset = self.high_watermark
-            if offset < 0 or offset > self.high_watermark:
-                raise _out_of_range(f"offset {offset} is beyond the high watermark {self.high_watermark}")
-            if offset > self.log_start_offset:
-                self._advance_log_start(offset)
-                self._delete_old_segments(lambda seg, nxt: nxt is not None and nxt.base_offset <= offset, None)
-                checkpoint.write_state(self.directory, self._state(), sync=False)
-            return self.log_start_offset
-
-    def _advance_log_start(self, offset: int) -> None:
-        self.log_start_offset = offset
-        if self.epochs.truncate_from_start(offset):
-            self.epochs.write()
+        return retention.delete_records_before(self, offset)
 
     def apply_retention(self, now_ms: int) -> int:
         """Delete whole segments past retention.ms / retention.bytes, or below the log start offset.
-
-        Only segments entirely below the high watermark go. If every segment is expired, the
-        active one is rolled first (a log always keeps one segment). Returns segments removed."""
-        with self._lock:
-            self._check_open()
-            config = self.config
-            removed = 0
-            if config.deletes and config.retention_ms >= 0:
-                removed += self._delete_old_segments(
-                    lambda seg, _nxt: now_ms - seg.largest_timestamp() > config.retention_ms, now_ms
-                )
-            if config.deletes and config.retention_bytes >= 0:
-                excess = [self.size_bytes() - config.retention_bytes]
-
-                def over_size(seg: LogSegment, _nxt: LogSegment | None) -> bool:
-                    if excess[0] - seg.size < 0:
-                        return False
-                    excess[0] -= seg.size
-                    return True
-
-                if excess[0] > 0:
-                    removed += self._delete_old_segments(over_size, now_ms)
-            start = self.log_start_offset
-            removed += self._delete_old_segments(lambda _s, nxt: nxt is not None and nxt.base_offset <= start, now_ms)
-            if removed:
-                checkpoint.write_state(self.directory, self._state(), sync=False)
-            return removed
-
-    def _delete_old_segments(self, predicate: SegmentPredicate, now_ms: int | None) -> int:
-        """Delete the oldest segments while ``predicate(segment, next segment)`` holds."""
-        deletable: list[LogSegment] = []
-        for i, segment in enumerate(self.segments):
-            following = self.segments[i + 1] if i + 1 < len(self.segments) else None
-            upper = following.base_offset if following else self.log_end_offset
-            if upper > self.high_watermark or (following is None and segment.size == 0):
-                break
-            if not predicate(segment, following):
-                break
-            deletable.append(segment)
-        if not deletable:
-            return 0
-        if len(deletable) == len(self.segments):
-            self._roll(self.log_end_offset, now_ms if now_ms is not None else self.active_segment.created_ms)
-        for segment in deletable:
-            self.segments.remove(segment)
-            if segment in self._unflushed_segments:
-                self._unflushed_segments.remove(segment)
-            segment.mark_deleted()
-            due = None if now_ms is None else now_ms + self.config.file_delete_delay_ms
-            self._pending_deletion.append((segment, due))
-        if self.segments[0].base_offset > self.log_start_offset:
-            self._advance_log_start(self.segments[0].base_offset)
-        return len(deletable)
+        Returns segments removed."""
+        return retention.apply_retention(self, now_ms)
 
     def maintenance(self, now_ms: int) -> None:
         """Periodic work: retention, time-based roll of an idle segment, delayed file deletion,
         expiry of idle producers."""
-        with self._lock:
-            if self._closed:
-                return
-            self.apply_retention(now_ms)
-            active = self.active_segment
-            if active.time_to_roll(now_ms, now_ms, self.config.roll_ms):
-                self._roll(self.log_end_offset, now_ms)
-            still_pending: list[tuple[LogSegment, int | None]] = []
-            for segment, due in self._pending_deletion:
-                if due is None:
-                    due = now_ms + self.config.file_delete_delay_ms
-                if now_ms >= due:
-                    segment.delete_files()
-                else:
-                    still_pending.append((segment, due))
-            self._pending_deletion = still_pending
-            self.producers.expire(now_ms, self.config.producer_id_expiration_ms)
+        retention.run_maintenance(self, now_ms)
 
     # ------------------------------------------------------------------ compaction (cleaner.py)
 
@@ -731,70 +459,9 @@ class Log:
         self, old: list[LogSegment], upper: int, now_ms: int, *, truncations: int | None = None
     ) -> bool:
         """Swap consecutive inactive segments ``old`` (covering [old[0].base, upper)) for the log
-        cleaner's complete, fsynced ``<base>.*.cleaned`` files, base = old[0].base_offset.
-
-        Returns False, changing nothing, if the log moved on meanwhile (closed, truncated since
-        ``truncations`` was read, or a segment removed by retention): the caller then discards
-        its files.
-
-        Crash safety. ``<base>.swap-range`` (holding ``upper``) is written first; renaming the
-        ``.cleaned`` log to ``.swap`` commits; the old segments become ``*.deleted`` (their open
-        files keep serving in-flight fetches until file.delete.delay.ms); the ``.swap`` files
-        take their final names; the range file goes. Open finishes a committed swap from the
-        range file (:meth:`_complete_swaps`) and removes an uncommitted one's ``.cleaned`` files.
-        """
-        if not old:
-            return False
-        directory = self.directory
-        base = old[0].base_offset
-        # Written (and fsynced) before taking the lock, so appends do not wait for it; alone,
-        # without a ``.log.swap``, it means nothing and open removes it.
-        range_path = directory / offset_file_name(base, SWAP_RANGE_SUFFIX)
-        atomic_write(range_path, f"{upper}\n".encode(), sync=True)
-        with self._lock:
-            if self._closed or (truncations is not None and truncations != self.truncations):
-                range_path.unlink(missing_ok=True)
-                return False
-            start = next((i for i, s in enumerate(self.segments) if s is old[0]), None)
-            end = None if start is None else start + len(old)
-            if (
-                start is None
-                or end is None
-                or end >= len(self.segments)  # the active segment is never swapped
-                or any(a is not b for a, b in zip(self.segments[start:end], old, strict=True))
-                or self.segments[end].base_offset != upper
-            ):
-                range_path.unlink(missing_ok=True)
-                return False
-            suffixes = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX)  # the log last: its rename commits
-            try:
-                for suffix in suffixes:
-                    name = offset_file_name(base, suffix)
-                    os.replace(directory / (name + CLEANED_SUFFIX), directory / (name + SWAP_SUFFIX))
-                fsync_dir(directory)
-            except OSError:
-                for suffix in suffixes:
-                    name = offset_file_name(base, suffix)
-                    with contextlib.suppress(OSError):
-                        if (directory / (name + SWAP_SUFFIX)).exists():
-                            os.replace(directory / (name + SWAP_SUFFIX), directory / (name + CLEANED_SUFFIX))
-                range_path.unlink(missing_ok=True)
-                raise
-            for segment in old:
-                if segment in self._unflushed_segments:
-                    self._unflushed_segments.remove(segment)
-                segment.mark_deleted()
-                self._pending_deletion.append((segment, now_ms + self.config.file_delete_delay_ms))
-            for suffix in suffixes:
-                name = offset_file_name(base, suffix)
-                os.replace(directory / (name + SWAP_SUFFIX), directory / name)
-            fsync_dir(directory)
-            range_path.unlink(missing_ok=True)
-            cleaned = LogSegment.open(directory, base, now_ms=now_ms)
-            cleaned.next_offset = upper
-            cleaned.inactive = True
-            self.segments[start:end] = [cleaned]
-            return True
+        cleaner's cleaned files; False, changing nothing, if the log moved on meanwhile.
+        See :func:`.segment_swap.replace_segments` for the crash-safe protocol."""
+        return segment_swap.replace_segments(self, old, upper, now_ms, truncations=truncations)
 
     # ------------------------------------------------------------------ truncation (followers)
 
@@ -814,11 +481,7 @@ class Log:
                 return
             interval = self.config.index_interval_bytes
             while len(self.segments) > 1 and self.active_segment.base_offset >= offset:
-                removed = self.segments.pop()
-                if removed in self._unflushed_segments:
-                    self._unflushed_segments.remove(removed)
-                removed.mark_deleted()
-                self._pending_deletion.append((removed, None))
+                self._retire_segment(self.segments.pop(), None)
             active = self.active_segment
             active.inactive = False
             if not active.truncate_to(offset, interval) and not active.load_tail_state(interval):
@@ -847,7 +510,7 @@ class Log:
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
         self.epochs.truncate_from_end(self.log_end_offset)
         self.epochs.write()
-        self._rebuild_producer_state()
+        rebuild_producer_state(self.producers, self.segments, self.log_end_offset, self.config.index_interval_bytes)
         checkpoint.write_state(self.directory, self._state(), sync=False)
         checkpoint.truncate_cleaner_state(self.directory, self.log_end_offset)
 

@@ -26,9 +26,9 @@ from pathlib import Path
 
 import crc32c
 
-from riverlog.protocol.errors import ErrorCode, KafkaError
-from riverlog.protocol.record_batch import INT32_MAX, BatchHeader
-from riverlog.storage.files import atomic_write, offset_file_name, parse_offset_file_name
+from ..protocol.errors import ErrorCode, KafkaError
+from ..protocol.record_batch import INT32_MAX, BatchHeader
+from .files import atomic_write, offset_file_name, parse_offset_file_name
 
 NUM_BATCHES_TO_RETAIN = 5
 SNAPSHOT_SUFFIX = ".producer-snapshot"

@@ -13,8 +13,8 @@ from collections.abc import Callable, Iterator
 from io import FileIO
 from pathlib import Path
 
-from riverlog.protocol.errors import KafkaError
-from riverlog.protocol.record_batch import (
+from ..protocol.errors import KafkaError
+from ..protocol.record_batch import (
     HEADER_SIZE,
     INT32_MAX,
     LOG_OVERHEAD,
@@ -23,7 +23,7 @@ from riverlog.protocol.record_batch import (
     read_header,
     validate_batch,
 )
-from riverlog.storage.files import (
+from .files import (
     DELETED_SUFFIX,
     INDEX_SUFFIX,
     LOG_SUFFIX,
@@ -32,7 +32,7 @@ from riverlog.storage.files import (
     pread_exact,
     pwrite_all,
 )
-from riverlog.storage.index import OffsetIndex, TimeIndex
+from .index import OffsetIndex, TimeIndex
 
 # Header-only scans (offset lookups) cover about one index interval: small reads suffice.
 HEADER_SCAN_CHUNK = 16 * 1024
