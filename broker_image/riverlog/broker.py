@@ -7,10 +7,10 @@ Shutdown on SIGTERM/SIGINT is a controlled shutdown: the controller moves leader
 fences the broker first, then listeners close and every log is flushed and closed cleanly so
 the next start skips recovery.
 
-The controller is, with ``controller.quorum.voters`` set, this node's replica of the Raft metadata
-quorum (``controller/quorum/controller.py``); without it, the broker's own ``LocalController``
-(single-node mode); or one injected by tests that run several brokers in one process around a
-shared controller (see ``controller/api.py`` for the interface).
+The controller is this node's replica of the Raft metadata quorum (``controller/quorum/``): with
+``controller.quorum.voters`` set, of the cluster's quorum; without it (single-node mode), of a
+quorum whose only voter is this broker. Tests that run several brokers in one process may inject
+one shared controller instead (see ``controller/api.py`` for the interface).
 """
 
 from __future__ import annotations
@@ -21,34 +21,36 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 
+from .clock import now_ms
 from .cluster.log_cleaner import LogCleaner
 from .cluster.partition import Partition
 from .cluster.replica_manager import ReplicaManager
-from .config import BrokerConfig, Listener
+from .config import BrokerConfig, Voter
 from .controller.api import ControllerApi
 from .controller.image import MetadataImage
-from .controller.local import LocalController, cluster_id_for_voters, read_or_create_cluster_id
+from .controller.local import cluster_id_for_voters, read_or_create_cluster_id
 from .controller.quorum.controller import QuorumController
+from .controller.quorum.legacy_single_node import migrate_legacy_records
+from .controller.quorum.storage import METADATA_DIR_NAME
 from .controller.records import Endpoint
 from .coordinator.config import GroupConfig
 from .coordinator.runtime import GroupCoordinator
 from .handlers import build_apis
 from .metrics import HealthServer, Metrics
 from .protocol.errors import ErrorCode
-from .server.connection import Connection
 from .server.dispatch import Dispatcher
 from .server.lifecycle import run_until_signalled
+from .server.socket_server import SocketServer
 
 log = logging.getLogger(__name__)
 
+# The lone voter of single-node mode is never connected to; DescribeQuorum shows this address.
+LONE_VOTER_HOST = "localhost"
+LONE_VOTER_PORT = 0
+
 
 STOP_STEP_TIMEOUT_S = 10
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class Broker:
@@ -60,7 +62,6 @@ class Broker:
             raise ValueError("log.dirs is empty (example: log.dirs=./data)")
         self.log_dir = log_dirs[0].resolve()
         self.controller: ControllerApi
-        self._own_controller: LocalController | None = None
         self.quorum: QuorumController | None = None
         voters = config.get("controller.quorum.voters")
         if controller is None and voters:
@@ -70,12 +71,14 @@ class Broker:
             self.quorum = QuorumController(config, self.cluster_id)
             self.controller = self.quorum
         elif controller is None:
-            # Single-node mode: this broker is the whole cluster, with a local controller.
+            # Single-node mode, as KRaft runs a lone combined node: this broker is the only voter
+            # of its own metadata quorum, so it runs the same path as a cluster. Nobody connects
+            # to a lone voter, hence no CONTROLLER listener and a placeholder address.
             self.cluster_id = read_or_create_cluster_id(self.log_dir, self.node_id, config.get("cluster.id"))
-            self._own_controller = LocalController(
-                self.log_dir / "__cluster_metadata-0", self.node_id, self.cluster_id,
-                unclean_leader_election=config.get_bool("unclean.leader.election.enable"))
-            self.controller = self._own_controller
+            migrate_legacy_records(config.metadata_log_dir.resolve() / METADATA_DIR_NAME, self.cluster_id)
+            self.quorum = QuorumController(config, self.cluster_id,
+                                           voters=[Voter(self.node_id, LONE_VOTER_HOST, LONE_VOTER_PORT)])
+            self.controller = self.quorum
         else:
             # The shared controller's cluster id is authoritative; meta.properties must agree.
             self.cluster_id = read_or_create_cluster_id(self.log_dir, self.node_id, controller.image.cluster_id)
@@ -92,8 +95,10 @@ class Broker:
         self.log_cleaner = LogCleaner(config, self.replicas, self.metrics.registry)
         self.dispatcher = Dispatcher(build_apis(self), self.metrics)
         self.health = HealthServer(self.metrics, config.get("metrics.host"), config.get_int("metrics.port"))
-        self.connections: set[Connection] = set()
-        self._servers: list[asyncio.Server] = []
+        self.sockets = SocketServer(self.dispatcher.handle,
+                                    max_frame=config.get_int("socket.request.max.bytes"),
+                                    max_queued=max(1, config.get_int("max.in.flight.requests.per.connection")),
+                                    on_count=self.metrics.connections.set)
         self._tasks: list[asyncio.Task[None]] = []
         self._unsubscribe: list[Callable[[], None]] = []
         self._stopped = asyncio.Event()
@@ -111,8 +116,6 @@ class Broker:
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         started = time.monotonic()
-        if self._own_controller is not None:
-            self._own_controller.replay()
         if self.quorum is not None:
             await self._join_quorum()
         loaded = self.controller.image
@@ -133,7 +136,7 @@ class Broker:
         self.replicas.fetchers.start()
         # Ready to serve: be unfenced, which elects us where a partition waited for this replica.
         await self._heartbeat()
-        await self._listen(self.config.client_listeners())
+        await self.sockets.listen(self.config.client_listeners())
         self._tasks.append(loop.create_task(self._maintenance_loop()))
         self._tasks.append(loop.create_task(self._flush_loop()))
         self._tasks.append(loop.create_task(self._isr_loop()))
@@ -147,25 +150,11 @@ class Broker:
             self.log_dir,
         )
 
-    async def _listen(self, listeners: list[Listener]) -> None:
-        loop = asyncio.get_running_loop()
-        max_frame = self.config.get_int("socket.request.max.bytes")
-        max_queued = max(1, self.config.get_int("max.in.flight.requests.per.connection"))
-        for listener in listeners:
-            server = await loop.create_server(
-                lambda: self._new_connection(max_frame, max_queued),
-                host=listener.host or None,
-                port=listener.port,
-                reuse_address=True,
-                backlog=1024,
-            )
-            self._servers.append(server)
-
     async def _join_quorum(self) -> None:
         """Serve the CONTROLLER listener (voters), start this node's replica of the metadata log
         and wait until it has caught up with the quorum, before anything reads the image."""
         assert self.quorum is not None
-        await self._listen(self.config.controller_listeners())
+        await self.sockets.listen(self.config.controller_listeners())
         await self.quorum.start()
         waited = 0
         while not await self.quorum.wait_caught_up(timeout=5.0):
@@ -175,17 +164,6 @@ class Broker:
                         "a majority of the voters must be running and reachable",
                         self.node_id, waited, "unknown" if leader is None else leader,
                         self.config.get("controller.quorum.voters"))
-
-    def _new_connection(self, max_frame: int, max_queued: int) -> Connection:
-        conn = Connection(self.dispatcher.handle, max_frame=max_frame, max_queued=max_queued,
-                          on_close=self._connection_closed)
-        self.connections.add(conn)
-        self.metrics.connections.set(len(self.connections))
-        return conn
-
-    def _connection_closed(self, conn: Connection) -> None:
-        self.connections.discard(conn)
-        self.metrics.connections.set(len(self.connections))
 
     async def _maintenance_loop(self) -> None:
         # Runs on the event loop thread: retention and segment rolls touch the same Log objects
@@ -262,10 +240,7 @@ class Broker:
             # Hand the metadata quorum over (a leader resigns, so the others elect at once) while
             # the CONTROLLER listener still answers.
             await self._bounded("leaving the metadata quorum", self.quorum.stop())
-        for server in self._servers:
-            server.close()
-        for conn in list(self.connections):
-            conn.close()
+        self.sockets.close()
         await self._bounded("stopping the group coordinator", self.coordinator.stop())
         for unsubscribe in self._unsubscribe:
             unsubscribe()
@@ -291,10 +266,7 @@ class Broker:
         self.health.ready = False
         for unsubscribe in self._unsubscribe:
             unsubscribe()
-        for server in self._servers:
-            server.close()
-        for conn in list(self.connections):
-            conn.abort()
+        self.sockets.abort()
         await self._cancel_tasks()
         if self.quorum is not None:
             await self.quorum.halt()
@@ -316,18 +288,3 @@ class Broker:
     async def run_until_signalled(self) -> None:
         await run_until_signalled(self.start, self.stop, f"broker {self.node_id}")
 
-
-def run_broker(config: BrokerConfig) -> None:
-    try:
-        import uvloop
-
-        uvloop.install()
-    except ImportError:  # pragma: no cover - uvloop is a pinned dependency
-        pass
-    Path(config.log_dirs[0]).mkdir(parents=True, exist_ok=True)
-    if "broker" not in config.process_roles:
-        from .controller_node import ControllerNode
-
-        asyncio.run(ControllerNode(config).run_until_signalled())
-        return
-    asyncio.run(Broker(config).run_until_signalled())

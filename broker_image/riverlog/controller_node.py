@@ -10,7 +10,6 @@ Brokers (``process.roles=broker``) follow its log as observers.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 
@@ -19,9 +18,9 @@ from .controller.local import cluster_id_for_voters, read_or_create_cluster_id
 from .controller.quorum.controller import QuorumController
 from .handlers import build_controller_apis
 from .metrics import HealthServer, Metrics
-from .server.connection import Connection
 from .server.dispatch import Dispatcher
 from .server.lifecycle import run_until_signalled
+from .server.socket_server import SocketServer
 
 log = logging.getLogger(__name__)
 
@@ -39,8 +38,9 @@ class ControllerNode:
         self.metrics.track_controller(self._controller_stats)
         self.dispatcher = Dispatcher(build_controller_apis(self), self.metrics)
         self.health = HealthServer(self.metrics, config.get("metrics.host"), config.get_int("metrics.port"))
-        self.connections: set[Connection] = set()
-        self._servers: list[asyncio.Server] = []
+        # Only the quorum's peers and the brokers connect here, a handful of connections each.
+        self.sockets = SocketServer(self.dispatcher.handle, max_frame=config.get_int("socket.request.max.bytes"),
+                                    max_queued=100)
 
     def _controller_stats(self) -> tuple[bool, int]:
         quorum = self.quorum
@@ -49,13 +49,7 @@ class ControllerNode:
 
     async def start(self) -> None:
         started = time.monotonic()
-        loop = asyncio.get_running_loop()
-        max_frame = self.config.get_int("socket.request.max.bytes")
-        for listener in self.config.controller_listeners():
-            server = await loop.create_server(
-                lambda: self._new_connection(max_frame), host=listener.host or None, port=listener.port,
-                reuse_address=True, backlog=1024)
-            self._servers.append(server)
+        await self.sockets.listen(self.config.controller_listeners())
         assert self.quorum is not None
         await self.quorum.start()
         await self.health.start()
@@ -65,29 +59,17 @@ class ControllerNode:
                  ", ".join(f"{lst.name}://{lst.host or '0.0.0.0'}:{lst.port}"
                            for lst in self.config.controller_listeners()))
 
-    def _new_connection(self, max_frame: int) -> Connection:
-        conn = Connection(self.dispatcher.handle, max_frame=max_frame, max_queued=100,
-                          on_close=self.connections.discard)
-        self.connections.add(conn)
-        return conn
-
     async def stop(self) -> None:
         self.health.ready = False
         if self.quorum is not None:
             await self.quorum.stop()  # a leader resigns while its listener still answers
-        for server in self._servers:
-            server.close()
-        for conn in list(self.connections):
-            conn.close()
+        self.sockets.close()
         await self.health.stop()
 
     async def halt(self) -> None:
         """As kill -9 would: no resignation, sockets dropped."""
         self.health.ready = False
-        for server in self._servers:
-            server.close()
-        for conn in list(self.connections):
-            conn.abort()
+        self.sockets.abort()
         if self.quorum is not None:
             await self.quorum.halt()
         await self.health.stop()

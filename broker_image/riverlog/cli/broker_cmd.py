@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
 import sys
+from pathlib import Path
 
 from ..config import BrokerConfig, ConfigError
 
@@ -31,8 +33,6 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if config.unknown:
         log.info("ignoring properties Riverlog does not use: %s", ", ".join(config.unknown))
-    from ..broker import run_broker
-
     try:
         run_broker(config)
     except OSError as exc:
@@ -43,3 +43,24 @@ def run(args: argparse.Namespace) -> int:
         print(f"riverlog broker: {exc}", file=sys.stderr)
         return 2
     return 0
+
+
+def run_broker(config: BrokerConfig) -> None:
+    """The process entry point: one node in the foreground until SIGTERM/SIGINT. A node with the
+    broker role is a ``Broker``; ``process.roles=controller`` alone is a dedicated controller."""
+    try:
+        import uvloop
+
+        uvloop.install()
+    except ImportError:  # pragma: no cover - uvloop is a pinned dependency
+        pass
+    Path(config.log_dirs[0]).mkdir(parents=True, exist_ok=True)
+    # Imported here, not at the top: the other CLI commands (clients) never load the broker.
+    if "broker" not in config.process_roles:
+        from ..controller_node import ControllerNode
+
+        asyncio.run(ControllerNode(config).run_until_signalled())
+        return
+    from ..broker import Broker
+
+    asyncio.run(Broker(config).run_until_signalled())

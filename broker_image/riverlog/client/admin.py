@@ -442,8 +442,8 @@ class AdminClient:
         )
 
     async def describe_quorum(self) -> QuorumDescription | None:
-        """The metadata quorum (DescribeQuorum), or None from a cluster without one (a
-        single-node Riverlog broker, or a broker that does not implement the API)."""
+        """The metadata quorum (DescribeQuorum), or None from a cluster without one (brokers
+        sharing an in-process test controller, or a broker that does not implement the API)."""
         conn = await self.cluster.any_connection()
         if not conn.supports(ApiKey.DESCRIBE_QUORUM):
             return None

@@ -29,7 +29,6 @@ import asyncio
 import contextlib
 import logging
 import struct
-import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -37,6 +36,7 @@ from typing import Any
 
 from ..client.connection import BrokerConnection
 from ..client.errors import ClientError
+from ..clock import now_ms
 from ..config import BrokerConfig
 from ..protocol.api_keys import ApiKey
 from ..protocol.errors import ErrorCode, KafkaError
@@ -54,9 +54,6 @@ _METADATA_ERRORS = frozenset({
     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID,
 })
 
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def _name(code: int) -> str:

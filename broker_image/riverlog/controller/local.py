@@ -1,14 +1,18 @@
-"""The local controller: commits metadata records to a local file and applies them.
+"""The local controller: decides with the pure functions and commits to a local file.
 
-It decides with the same pure functions (``topic_ops``, ``partition_ops``) the Raft quorum
-controller will use; only how records become durable differs. Records are JSON lines, fsynced
-before they apply, so an acknowledged admin request survives kill -9; a torn last line is
-dropped on replay.
+Decisions come from the pure functions (``topic_ops``, ``partition_ops``, ``reassignment``,
+``leader_balance``); this class orders them under one lock and makes their records durable.
+``QuorumController`` extends it and replaces only ``commit`` (propose to the Raft quorum, return
+once committed and applied), so every node, a lone one included, decides with this code.
 
-A broker creates its own by default (single-node mode). Several brokers of one process may also
-share one instance, each subscribing to its image: that stands in for the metadata quorum in the
-replication tests, while the brokers still replicate data to each other over TCP. It implements
-``api.ControllerApi``.
+Used on its own, records are JSON lines fsynced before they apply (an acknowledged admin request
+survives kill -9; a torn last line is dropped on replay). Brokers no longer run it on their own:
+a broker without ``controller.quorum.voters`` is a one-voter Raft quorum, as KRaft runs a lone
+node, and a data folder from the days when single-node mode used this file is carried over
+(``quorum/legacy_single_node.py``). What remains is the in-process test cluster
+(``devcluster.DevCluster``): several brokers of one process share one instance, each subscribing
+to its image, so tests can fence a broker at a chosen moment, while the brokers still replicate
+data to each other over TCP. It implements ``api.ControllerApi``.
 """
 
 from __future__ import annotations
@@ -69,6 +73,24 @@ def cluster_id_for_voters(voters_spec: str) -> str:
     return base64.urlsafe_b64encode(digest).decode().rstrip("=")
 
 
+def read_records_file(path: Path) -> tuple[list[Record], int]:
+    """The records of a JSON-lines metadata file, and how many of its bytes hold them: reading
+    stops at a torn last line (or an unreadable one), which only a crash mid-append leaves."""
+    records: list[Record] = []
+    good_bytes = 0
+    with open(path, "rb") as fh:
+        for line in fh:
+            if not line.endswith(b"\n"):
+                break
+            try:
+                records.append(from_json(json.loads(line)))
+            except (ValueError, KeyError, TypeError):
+                log.warning("metadata log %s: dropping unreadable record and all after it", path)
+                break
+            good_bytes += len(line)
+    return records, good_bytes
+
+
 class LocalController:
     def __init__(self, metadata_dir: Path, node_id: int, cluster_id: str, *,
                  unclean_leader_election: bool = False) -> None:
@@ -114,18 +136,8 @@ class LocalController:
         self._replayed = True
         self.dir.mkdir(parents=True, exist_ok=True)
         records: list[Record] = []
-        good_bytes = 0
         if self.path.exists():
-            with open(self.path, "rb") as fh:
-                for line in fh:
-                    if not line.endswith(b"\n"):
-                        break
-                    try:
-                        records.append(from_json(json.loads(line)))
-                    except (ValueError, KeyError, TypeError):
-                        log.warning("metadata log %s: dropping unreadable record and all after it", self.path)
-                        break
-                    good_bytes += len(line)
+            records, good_bytes = read_records_file(self.path)
             if good_bytes != self.path.stat().st_size:
                 with open(self.path, "r+b") as fh:
                     fh.truncate(good_bytes)

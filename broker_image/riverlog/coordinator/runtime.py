@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..clock import now_ms
 from ..controller.image import MetadataImage
 from ..controller.topic_ops import NewTopic, live_brokers
 from ..protocol.errors import ErrorCode, KafkaError
@@ -44,9 +45,6 @@ log = logging.getLogger(__name__)
 # (group, topic, partition, committed offset, high watermark or None if not hosted here)
 OffsetSample = tuple[str, str, int, int, int | None]
 
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def coordinator_error(code: ErrorCode) -> ErrorCode:

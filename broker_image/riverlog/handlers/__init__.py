@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..protocol.api_keys import ApiKey
 from ..protocol.messages import MESSAGES
@@ -24,12 +24,12 @@ from .groups import (
     handle_list_groups,
     handle_sync_group,
 )
+from .host import BrokerHost, QuorumHost
 from .list_offsets import handle_list_offsets
 from .metadata import handle_describe_topic_partitions, handle_metadata
 from .produce import handle_produce
 from .producer_ids import handle_describe_producers, handle_init_producer_id
 from .quorum import (
-    QuorumHost,
     handle_begin_quorum_epoch,
     handle_controller_api_versions,
     handle_controller_call,
@@ -43,10 +43,7 @@ from .reassignments import handle_alter_partition_reassignments, handle_list_par
 from .records_admin import handle_delete_records, handle_offset_for_leader_epoch
 from .topics import handle_create_partitions, handle_create_topics, handle_delete_topics
 
-if TYPE_CHECKING:
-    from ..broker import Broker
-
-BrokerHandler = Callable[["Broker", RequestContext, dict[str, Any]], Awaitable[dict[str, Any] | None]]
+BrokerHandler = Callable[[BrokerHost, RequestContext, dict[str, Any]], Awaitable[dict[str, Any] | None]]
 
 # The metadata quorum's APIs, served by brokers and dedicated controllers alike.
 QUORUM_HANDLERS: dict[ApiKey, Callable[[QuorumHost, RequestContext, dict[str, Any]],
@@ -103,7 +100,7 @@ HANDLERS: dict[ApiKey, BrokerHandler] = {
 ADVERTISED_MIN = {ApiKey.PRODUCE: 0}
 
 
-def build_apis(broker: Broker) -> dict[int, Api]:
+def build_apis(broker: BrokerHost) -> dict[int, Api]:
     return _bind(HANDLERS, broker)
 
 

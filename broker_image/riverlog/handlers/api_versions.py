@@ -8,8 +8,8 @@ from ..server.dispatch import RequestContext
 from .common import Body
 
 if TYPE_CHECKING:
-    from ..broker import Broker
+    from .host import BrokerHost
 
 
-async def handle_api_versions(broker: Broker, ctx: RequestContext, req: Body) -> Body:
+async def handle_api_versions(broker: BrokerHost, ctx: RequestContext, req: Body) -> Body:
     return dict(broker.dispatcher.supported_versions(), throttle_time_ms=0)

@@ -11,12 +11,12 @@ from .common import Body
 from .metadata import OPS_NOT_REQUESTED
 
 if TYPE_CHECKING:
-    from ..broker import Broker
+    from .host import BrokerHost
 
 BROKER_ENDPOINT_TYPE = 1
 
 
-async def handle_describe_cluster(broker: Broker, ctx: RequestContext, req: Body) -> Body:
+async def handle_describe_cluster(broker: BrokerHost, ctx: RequestContext, req: Body) -> Body:
     endpoint_type = req.get("endpoint_type", BROKER_ENDPOINT_TYPE)
     if endpoint_type != BROKER_ENDPOINT_TYPE:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
@@ -39,7 +39,7 @@ async def handle_describe_cluster(broker: Broker, ctx: RequestContext, req: Body
             "cluster_authorized_operations": OPS_NOT_REQUESTED}
 
 
-async def handle_describe_log_dirs(broker: Broker, ctx: RequestContext, req: Body) -> Body:
+async def handle_describe_log_dirs(broker: BrokerHost, ctx: RequestContext, req: Body) -> Body:
     wanted = req.get("topics")
     selected: dict[str, set[int] | None] | None = None
     if wanted is not None:
@@ -62,7 +62,7 @@ async def handle_describe_log_dirs(broker: Broker, ctx: RequestContext, req: Bod
     }]}
 
 
-async def handle_elect_leaders(broker: Broker, ctx: RequestContext, req: Body) -> Body:
+async def handle_elect_leaders(broker: BrokerHost, ctx: RequestContext, req: Body) -> Body:
     """ElectLeaders: preferred (0) or unclean (1) elections, decided by the controller.
 
     A null partition list means every partition (what `kafka-leader-election --all-topic-partitions`

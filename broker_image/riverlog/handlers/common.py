@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
@@ -10,15 +9,12 @@ from ..protocol.errors import ErrorCode
 from ..protocol.primitives import ZERO_UUID
 
 if TYPE_CHECKING:
-    from ..broker import Broker
     from ..controller.image import TopicImage
+    from .host import BrokerHost
 
 
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
-
-def resolve_topic(broker: Broker, name: str | None, topic_id: uuid.UUID | None) -> TopicImage | None:
+def resolve_topic(broker: BrokerHost, name: str | None, topic_id: uuid.UUID | None) -> TopicImage | None:
     """Find a topic by id when the request version carries ids, else by name."""
     image = broker.image
     if topic_id is not None and topic_id != ZERO_UUID:

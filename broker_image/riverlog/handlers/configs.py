@@ -11,7 +11,7 @@ from ..topic_config import TOPIC_CONFIGS, ConfigSource, ConfigType, default_valu
 from .common import Body, error_message
 
 if TYPE_CHECKING:
-    from ..broker import Broker
+    from .host import BrokerHost
 
 BROKER_LOGGER_RESOURCE = 8
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
@@ -35,7 +35,7 @@ def _entry(name: str, value: str | None, source: ConfigSource, ctype: ConfigType
     }
 
 
-def _topic_configs(broker: Broker, name: str, keys: list[str] | None, synonyms: bool, version: int) -> list[Body]:
+def _topic_configs(broker: BrokerHost, name: str, keys: list[str] | None, synonyms: bool, version: int) -> list[Body]:
     overrides = broker.image.topic_configs(name)
     out = []
     for key, definition in TOPIC_CONFIGS.items():
@@ -59,7 +59,7 @@ def _topic_configs(broker: Broker, name: str, keys: list[str] | None, synonyms: 
     return out
 
 
-def _broker_configs(broker: Broker, keys: list[str] | None, version: int) -> list[Body]:
+def _broker_configs(broker: BrokerHost, keys: list[str] | None, version: int) -> list[Body]:
     out = []
     for key, value in sorted(broker.config.props.items()):
         if keys is not None and key not in keys:
@@ -69,7 +69,7 @@ def _broker_configs(broker: Broker, keys: list[str] | None, version: int) -> lis
     return out
 
 
-async def handle_describe_configs(broker: Broker, ctx: RequestContext, req: Body) -> Body:
+async def handle_describe_configs(broker: BrokerHost, ctx: RequestContext, req: Body) -> Body:
     results = []
     for res in req["resources"]:
         rtype, rname = res["resource_type"], res["resource_name"]
@@ -109,7 +109,7 @@ def _unsupported_resource(rtype: int, rname: str) -> Body:
     return _resource_error(rtype, rname, ErrorCode.INVALID_REQUEST, f"Unsupported resource type {rtype}")
 
 
-async def handle_alter_configs(broker: Broker, ctx: RequestContext, req: Body) -> Body:
+async def handle_alter_configs(broker: BrokerHost, ctx: RequestContext, req: Body) -> Body:
     responses = []
     for res in req["resources"]:
         rtype, rname = res["resource_type"], res["resource_name"]
@@ -123,7 +123,7 @@ async def handle_alter_configs(broker: Broker, ctx: RequestContext, req: Body) -
     return {"throttle_time_ms": 0, "responses": responses}
 
 
-async def handle_incremental_alter_configs(broker: Broker, ctx: RequestContext, req: Body) -> Body:
+async def handle_incremental_alter_configs(broker: BrokerHost, ctx: RequestContext, req: Body) -> Body:
     responses = []
     for res in req["resources"]:
         rtype, rname = res["resource_type"], res["resource_name"]

@@ -16,15 +16,16 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
+from ..clock import now_ms
 from ..cluster.partition import Partition
 from ..protocol.api_keys import ApiKey
 from ..protocol.errors import ErrorCode, KafkaError
 from ..server.dispatch import RequestContext
-from .common import Body, now_ms, resolve_topic, unknown_topic_code
+from .common import Body, resolve_topic, unknown_topic_code
 from .quorum import handle_raft_request, is_metadata_fetch
 
 if TYPE_CHECKING:
-    from ..broker import Broker
+    from .host import BrokerHost
 
 MAX_INT32 = (1 << 31) - 1
 
@@ -40,7 +41,7 @@ def _partition_error(index: int, code: ErrorCode, p: Partition | None = None) ->
     }
 
 
-async def handle_fetch(broker: Broker, ctx: RequestContext, req: Body) -> Body | None:
+async def handle_fetch(broker: BrokerHost, ctx: RequestContext, req: Body) -> Body | None:
     if is_metadata_fetch(req):
         # A voter or observer of the metadata quorum replicating __cluster_metadata.
         return await handle_raft_request(ApiKey.FETCH, broker, ctx, req)
@@ -76,7 +77,7 @@ async def handle_fetch(broker: Broker, ctx: RequestContext, req: Body) -> Body |
 
 
 def _collect(
-    broker: Broker, req: Body, max_bytes: int, follower: tuple[int, int] | None, report: bool
+    broker: BrokerHost, req: Body, max_bytes: int, follower: tuple[int, int] | None, report: bool
 ) -> tuple[list[Body], int, list[Partition], bool]:
     is_replica = follower is not None
     fetch_time = now_ms()

@@ -18,7 +18,7 @@ from ..server.dispatch import RequestContext
 from .common import Body, resolve_topic, unknown_topic_code
 
 if TYPE_CHECKING:
-    from ..broker import Broker
+    from .host import BrokerHost
 
 TOPIC_IDS_FROM_VERSION = 10  # OffsetCommit and OffsetFetch v10 name topics by id
 
@@ -53,7 +53,7 @@ def _topic_id(t: Body, version: int) -> uuid.UUID | None:
 # OffsetCommit ---------------------------------------------------------------------------
 
 
-async def handle_offset_commit(broker: Broker, ctx: RequestContext, req: Body) -> Body:
+async def handle_offset_commit(broker: BrokerHost, ctx: RequestContext, req: Body) -> Body:
     answers = _TopicErrors()
     ids: dict[str, uuid.UUID] = {}
     valid: list[tuple[str, tuple[CommitPartition, ...]]] = []
@@ -92,7 +92,7 @@ async def handle_offset_commit(broker: Broker, ctx: RequestContext, req: Body) -
 # OffsetFetch ----------------------------------------------------------------------------
 
 
-def _fetch_group(broker: Broker, group_id: str, topics: list[Body] | None, version: int) -> Body:
+def _fetch_group(broker: BrokerHost, group_id: str, topics: list[Body] | None, version: int) -> Body:
     """One group's answer in the v8+ shape: ``{"group_id", "topics", "error_code"}``."""
     try:
         shard = broker.coordinator.shard_for(group_id)
@@ -126,7 +126,7 @@ def _fetch_group(broker: Broker, group_id: str, topics: list[Body] | None, versi
     return {"group_id": group_id, "topics": out, "error_code": ErrorCode.NONE}
 
 
-async def handle_offset_fetch(broker: Broker, ctx: RequestContext, req: Body) -> Body:
+async def handle_offset_fetch(broker: BrokerHost, ctx: RequestContext, req: Body) -> Body:
     # require_stable: offsets become visible only once durable and there are no transactional
     # (pending) offsets, so every answer is already stable.
     if ctx.version >= 8:
@@ -149,7 +149,7 @@ async def handle_offset_fetch(broker: Broker, ctx: RequestContext, req: Body) ->
 # OffsetDelete ---------------------------------------------------------------------------
 
 
-async def handle_offset_delete(broker: Broker, ctx: RequestContext, req: Body) -> Body:
+async def handle_offset_delete(broker: BrokerHost, ctx: RequestContext, req: Body) -> Body:
     group_id = req["group_id"]
     if not group_id:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.INVALID_GROUP_ID, "topics": []}

@@ -18,7 +18,7 @@ from ..server.dispatch import RequestContext
 from .common import Body
 
 if TYPE_CHECKING:
-    from ..broker import Broker
+    from .host import BrokerHost
 
 KEY_TYPE_GROUP = 0
 KEY_TYPE_TRANSACTION = 1
@@ -40,7 +40,7 @@ def client_host(ctx: RequestContext) -> str:
 # FindCoordinator ------------------------------------------------------------------------
 
 
-async def _find(broker: Broker, key_type: int, key: str) -> tuple[ErrorCode, int, str, int]:
+async def _find(broker: BrokerHost, key_type: int, key: str) -> tuple[ErrorCode, int, str, int]:
     if key_type == KEY_TYPE_TRANSACTION:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1  # no transaction coordinator yet
     if key_type != KEY_TYPE_GROUP:
@@ -57,7 +57,7 @@ async def _find(broker: Broker, key_type: int, key: str) -> tuple[ErrorCode, int
     return ErrorCode.NONE, node_id, endpoint.host, endpoint.port
 
 
-async def handle_find_coordinator(broker: Broker, ctx: RequestContext, req: Body) -> Body:
+async def handle_find_coordinator(broker: BrokerHost, ctx: RequestContext, req: Body) -> Body:
     key_type = req.get("key_type", KEY_TYPE_GROUP)
     if ctx.version >= 4:
         coordinators = []
@@ -84,12 +84,12 @@ def _protocols(entries: list[Body]) -> tuple[tuple[str, bytes], ...]:
     return tuple(seen.items())
 
 
-def _session_timeout_ok(broker: Broker, session_timeout_ms: int) -> bool:
+def _session_timeout_ok(broker: BrokerHost, session_timeout_ms: int) -> bool:
     cfg = broker.coordinator.config
     return cfg.min_session_timeout_ms <= session_timeout_ms <= cfg.max_session_timeout_ms
 
 
-async def handle_join_group(broker: Broker, ctx: RequestContext, req: Body) -> Body:
+async def handle_join_group(broker: BrokerHost, ctx: RequestContext, req: Body) -> Body:
     member_id = req["member_id"]
     body: Body
     if not req["group_id"]:
@@ -115,7 +115,7 @@ async def handle_join_group(broker: Broker, ctx: RequestContext, req: Body) -> B
     return {"throttle_time_ms": 0, **body}
 
 
-async def handle_sync_group(broker: Broker, ctx: RequestContext, req: Body) -> Body:
+async def handle_sync_group(broker: BrokerHost, ctx: RequestContext, req: Body) -> Body:
     body: Body
     if ctx.version >= 5 and (req.get("protocol_type") is None or req.get("protocol_name") is None):
         body = sync_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)  # mandatory from v5
@@ -135,7 +135,7 @@ async def handle_sync_group(broker: Broker, ctx: RequestContext, req: Body) -> B
     return {"throttle_time_ms": 0, **body}
 
 
-async def handle_heartbeat(broker: Broker, ctx: RequestContext, req: Body) -> Body:
+async def handle_heartbeat(broker: BrokerHost, ctx: RequestContext, req: Body) -> Body:
     group_id = req["group_id"]
     if not group_id:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.INVALID_GROUP_ID}
@@ -149,7 +149,7 @@ async def handle_heartbeat(broker: Broker, ctx: RequestContext, req: Body) -> Bo
     return {"throttle_time_ms": 0, **body}
 
 
-async def handle_leave_group(broker: Broker, ctx: RequestContext, req: Body) -> Body:
+async def handle_leave_group(broker: BrokerHost, ctx: RequestContext, req: Body) -> Body:
     group_id = req["group_id"]
     if ctx.version >= 3:
         leaving = [LeavingMember(m["member_id"], m.get("group_instance_id"), m.get("reason"))
@@ -176,7 +176,7 @@ async def handle_leave_group(broker: Broker, ctx: RequestContext, req: Body) -> 
 # ListGroups / DescribeGroups / DeleteGroups ---------------------------------------------
 
 
-async def handle_list_groups(broker: Broker, ctx: RequestContext, req: Body) -> Body:
+async def handle_list_groups(broker: BrokerHost, ctx: RequestContext, req: Body) -> Body:
     coordinator = broker.coordinator
     if coordinator.any_loading():
         return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, "groups": []}
@@ -192,7 +192,7 @@ def _group_error(group_id: str, code: ErrorCode) -> Body:
             "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
 
 
-def _shards_by_group(broker: Broker, group_ids: list[str]) -> dict[str, GroupShard | ErrorCode]:
+def _shards_by_group(broker: BrokerHost, group_ids: list[str]) -> dict[str, GroupShard | ErrorCode]:
     out: dict[str, GroupShard | ErrorCode] = {}
     for group_id in group_ids:
         try:
@@ -202,7 +202,7 @@ def _shards_by_group(broker: Broker, group_ids: list[str]) -> dict[str, GroupSha
     return out
 
 
-async def handle_describe_groups(broker: Broker, ctx: RequestContext, req: Body) -> Body:
+async def handle_describe_groups(broker: BrokerHost, ctx: RequestContext, req: Body) -> Body:
     include_ops = bool(req.get("include_authorized_operations")) and ctx.version >= 3
     described: list[Body] = []
     for group_id, shard in _shards_by_group(broker, list(req["groups"])).items():
@@ -213,7 +213,7 @@ async def handle_describe_groups(broker: Broker, ctx: RequestContext, req: Body)
     return {"throttle_time_ms": 0, "groups": described}
 
 
-async def handle_delete_groups(broker: Broker, ctx: RequestContext, req: Body) -> Body:
+async def handle_delete_groups(broker: BrokerHost, ctx: RequestContext, req: Body) -> Body:
     group_ids = list(dict.fromkeys(req["groups_names"]))  # Kafka answers duplicates once
     results: list[Body] = []
     by_partition: dict[int, list[str]] = {}
@@ -227,7 +227,7 @@ async def handle_delete_groups(broker: Broker, ctx: RequestContext, req: Body) -
     return {"throttle_time_ms": 0, "results": results}
 
 
-async def _delete_on_shard(broker: Broker, group_ids: list[str]) -> list[Body]:
+async def _delete_on_shard(broker: BrokerHost, group_ids: list[str]) -> list[Body]:
     """Delete groups that share one offsets partition (one write for all of them)."""
     try:
         body: dict[str, Any] = await broker.coordinator.call(

@@ -9,7 +9,7 @@ from ..server.dispatch import RequestContext
 from .common import Body
 
 if TYPE_CHECKING:
-    from ..broker import Broker
+    from .host import BrokerHost
 
 LATEST = -1
 EARLIEST = -2
@@ -18,7 +18,7 @@ EARLIEST_LOCAL = -4
 LATEST_TIERED = -5
 
 
-async def handle_list_offsets(broker: Broker, ctx: RequestContext, req: Body) -> Body:
+async def handle_list_offsets(broker: BrokerHost, ctx: RequestContext, req: Body) -> Body:
     topics = []
     for t in req["topics"]:
         parts = []

@@ -18,7 +18,7 @@ from ..server.dispatch import RequestContext
 from .common import Body
 
 if TYPE_CHECKING:
-    from ..broker import Broker
+    from .host import BrokerHost
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 OPS_NOT_REQUESTED = -(1 << 31)
 
 
-def broker_entries(broker: Broker, image: MetadataImage) -> list[Body]:
+def broker_entries(broker: BrokerHost, image: MetadataImage) -> list[Body]:
     """The live (unfenced) brokers. When none is live, e.g. right after a new controller fenced
     brokers whose heartbeats were still on their way to the old one, this broker lists itself:
     librdkafka drops every broker an empty list leaves out and can then find no coordinator."""
@@ -71,7 +71,7 @@ def topic_entry(topic: TopicImage, image: MetadataImage) -> Body:
     }
 
 
-async def handle_metadata(broker: Broker, ctx: RequestContext, req: Body) -> Body:
+async def handle_metadata(broker: BrokerHost, ctx: RequestContext, req: Body) -> Body:
     requested: list[Any] | None = req.get("topics")
     if ctx.version == 0 and requested == []:
         requested = None  # v0: an empty list means "all topics"
@@ -127,7 +127,7 @@ async def handle_metadata(broker: Broker, ctx: RequestContext, req: Body) -> Bod
 MAX_PARTITIONS_PER_RESPONSE = 2000
 
 
-async def handle_describe_topic_partitions(broker: Broker, ctx: RequestContext, req: Body) -> Body:
+async def handle_describe_topic_partitions(broker: BrokerHost, ctx: RequestContext, req: Body) -> Body:
     """Kafka 4's paginated topic description (what Admin.describeTopics uses first)."""
     image = broker.image
     limit = max(1, min(req.get("response_partition_limit") or MAX_PARTITIONS_PER_RESPONSE,

@@ -10,12 +10,13 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
+from ..clock import now_ms
 from ..protocol.errors import ErrorCode, KafkaError
 from ..server.dispatch import RequestContext
-from .common import Body, now_ms, resolve_topic, unknown_topic_code
+from .common import Body, resolve_topic, unknown_topic_code
 
 if TYPE_CHECKING:
-    from ..broker import Broker
+    from .host import BrokerHost
 
 
 def _error(index: int, code: ErrorCode, message: str | None = None) -> Body:
@@ -23,7 +24,7 @@ def _error(index: int, code: ErrorCode, message: str | None = None) -> Body:
             "log_start_offset": -1, "error_message": message}
 
 
-async def handle_produce(broker: Broker, ctx: RequestContext, req: Body) -> Body | None:
+async def handle_produce(broker: BrokerHost, ctx: RequestContext, req: Body) -> Body | None:
     acks = req["acks"]
     timestamp = now_ms()
     waits: list[tuple[asyncio.Future[None], Body]] = []

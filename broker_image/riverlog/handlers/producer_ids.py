@@ -10,10 +10,10 @@ from ..server.dispatch import RequestContext
 from .common import Body
 
 if TYPE_CHECKING:
-    from ..broker import Broker
+    from .host import BrokerHost
 
 
-async def handle_init_producer_id(broker: Broker, ctx: RequestContext, req: Body) -> Body:
+async def handle_init_producer_id(broker: BrokerHost, ctx: RequestContext, req: Body) -> Body:
     if req.get("transactional_id"):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                 "producer_id": -1, "producer_epoch": -1}
@@ -24,7 +24,7 @@ async def handle_init_producer_id(broker: Broker, ctx: RequestContext, req: Body
             "producer_epoch": 0}
 
 
-async def handle_describe_producers(broker: Broker, ctx: RequestContext, req: Body) -> Body:
+async def handle_describe_producers(broker: BrokerHost, ctx: RequestContext, req: Body) -> Body:
     """The active idempotent producers of each requested partition, from its leader's producer
     state (what `kafka-transactions describe-producers` shows). No transactions yet, so no
     producer has a coordinator epoch or an open transaction's start offset."""

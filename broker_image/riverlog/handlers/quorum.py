@@ -9,7 +9,7 @@ mode) answers them with an error: it is nobody's voter.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any
 
 from ..client.connection import BrokerConnection
 from ..controller.quorum import wire
@@ -24,19 +24,7 @@ from ..protocol.api_keys import ApiKey
 from ..protocol.errors import ErrorCode
 from ..server.dispatch import RequestContext
 from .common import Body
-
-if TYPE_CHECKING:
-    from ..controller.quorum.controller import QuorumController
-    from ..server.dispatch import Dispatcher
-
-
-class QuorumHost(Protocol):
-    """What these handlers need of the node serving them: a broker or a dedicated controller."""
-
-    node_id: int
-    cluster_id: str
-    quorum: QuorumController | None
-    dispatcher: Dispatcher
+from .host import QuorumHost
 
 _RESPONSE_TYPE: dict[int, type] = {
     ApiKey.VOTE: VoteResponse,

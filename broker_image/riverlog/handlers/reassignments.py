@@ -10,10 +10,10 @@ from ..server.dispatch import RequestContext
 from .common import Body
 
 if TYPE_CHECKING:
-    from ..broker import Broker
+    from .host import BrokerHost
 
 
-async def handle_alter_partition_reassignments(broker: Broker, ctx: RequestContext, req: Body) -> Body:
+async def handle_alter_partition_reassignments(broker: BrokerHost, ctx: RequestContext, req: Body) -> Body:
     allow_rf_change = bool(req.get("allow_replication_factor_change", True)) if ctx.version >= 1 else True
     items = [(t["name"], p["partition_index"], p["replicas"]) for t in req["topics"] for p in t["partitions"]]
     results = await broker.controller.alter_partition_reassignments(
@@ -28,7 +28,7 @@ async def handle_alter_partition_reassignments(broker: Broker, ctx: RequestConte
             "responses": [{"name": name, "partitions": parts} for name, parts in by_topic.items()]}
 
 
-async def handle_list_partition_reassignments(broker: Broker, ctx: RequestContext, req: Body) -> Body:
+async def handle_list_partition_reassignments(broker: BrokerHost, ctx: RequestContext, req: Body) -> Body:
     requested = req.get("topics")
     wanted = None if requested is None else [(t["name"], t["partition_indexes"]) for t in requested]
     ongoing = await broker.controller.list_partition_reassignments(wanted)

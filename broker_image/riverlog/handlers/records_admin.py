@@ -9,10 +9,10 @@ from ..server.dispatch import RequestContext
 from .common import Body
 
 if TYPE_CHECKING:
-    from ..broker import Broker
+    from .host import BrokerHost
 
 
-async def handle_delete_records(broker: Broker, ctx: RequestContext, req: Body) -> Body:
+async def handle_delete_records(broker: BrokerHost, ctx: RequestContext, req: Body) -> Body:
     topics = []
     for t in req["topics"]:
         parts = []
@@ -33,7 +33,7 @@ async def handle_delete_records(broker: Broker, ctx: RequestContext, req: Body) 
     return {"throttle_time_ms": 0, "topics": topics}
 
 
-async def handle_offset_for_leader_epoch(broker: Broker, ctx: RequestContext, req: Body) -> Body:
+async def handle_offset_for_leader_epoch(broker: BrokerHost, ctx: RequestContext, req: Body) -> Body:
     topics = []
     for t in req["topics"]:
         parts = []

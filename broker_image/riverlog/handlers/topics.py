@@ -14,10 +14,10 @@ from ..topic_config import TOPIC_CONFIGS, ConfigSource, effective_configs
 from .common import Body, error_message
 
 if TYPE_CHECKING:
-    from ..broker import Broker
+    from .host import BrokerHost
 
 
-async def handle_create_topics(broker: Broker, ctx: RequestContext, req: Body) -> Body:
+async def handle_create_topics(broker: BrokerHost, ctx: RequestContext, req: Body) -> Body:
     cfg = broker.config
     counts = Counter(t["name"] for t in req["topics"])
     duplicates = {name for name, n in counts.items() if n > 1}
@@ -60,7 +60,7 @@ async def handle_create_topics(broker: Broker, ctx: RequestContext, req: Body) -
     return {"throttle_time_ms": 0, "topics": results}
 
 
-async def handle_delete_topics(broker: Broker, ctx: RequestContext, req: Body) -> Body:
+async def handle_delete_topics(broker: BrokerHost, ctx: RequestContext, req: Body) -> Body:
     if not broker.config.get_bool("delete.topic.enable"):
         items_off = req.get("topics") or [{"name": n} for n in req.get("topic_names", [])]
         return {"throttle_time_ms": 0, "responses": [
@@ -87,7 +87,7 @@ async def handle_delete_topics(broker: Broker, ctx: RequestContext, req: Body) -
     return {"throttle_time_ms": 0, "responses": responses}
 
 
-async def handle_create_partitions(broker: Broker, ctx: RequestContext, req: Body) -> Body:
+async def handle_create_partitions(broker: BrokerHost, ctx: RequestContext, req: Body) -> Body:
     items = [
         (t["name"], t["count"], [a["broker_ids"] for a in t["assignments"]] if t.get("assignments") else None)
         for t in req["topics"]

@@ -39,7 +39,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from ...client.connection import BrokerConnection
-from ...config import BrokerConfig, ConfigError
+from ...config import BrokerConfig, ConfigError, Voter
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode, KafkaError
 from .. import partition_ops
@@ -115,11 +115,13 @@ def raft_config(config: BrokerConfig) -> RaftConfig:
 
 
 class QuorumController(LocalController):
-    def __init__(self, config: BrokerConfig, cluster_id: str) -> None:
+    def __init__(self, config: BrokerConfig, cluster_id: str, *, voters: Sequence[Voter] | None = None) -> None:
+        """``voters`` replaces ``controller.quorum.voters``: single-node mode passes the lone
+        broker itself, a quorum of one that nobody connects to."""
         metadata_dir = QuorumStorage.in_log_dir(config.metadata_log_dir.resolve()).directory
         super().__init__(metadata_dir, config.node_id, cluster_id,
                          unclean_leader_election=config.get_bool("unclean.leader.election.enable"))
-        voters = config.quorum_voters()
+        voters = config.quorum_voters() if voters is None else list(voters)
         self.voter_ids = frozenset(v.node_id for v in voters)
         self.session_timeout_ms = config.get_int("broker.session.timeout.ms")
         self.heartbeat_interval_ms = config.get_int("broker.heartbeat.interval.ms")
