@@ -336,7 +336,7 @@ class BrokerConfig:
         return {r.strip().lower() for r in self.get("process.roles").split(",") if r.strip()}
 
     def quorum_voters(self) -> list[Voter]:
-        """``controller.quorum.voters``; empty means single-node mode (a local controller)."""
+        """``controller.quorum.voters``; empty means single-node mode (a quorum of this node alone)."""
         return parse_voters(self.get("controller.quorum.voters"))
 
     @property

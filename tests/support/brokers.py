@@ -15,15 +15,15 @@ from __future__ import annotations
 import atexit
 import importlib.util
 import os
-import signal
 import socket
-import subprocess
 import sys
 import time
 import weakref
 from collections.abc import Mapping
 from pathlib import Path
 from types import ModuleType
+
+from support.process_control import STOP_TIMEOUT, SignalledProcess
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BROKER_IMAGE = REPO_ROOT / "broker_image"
@@ -37,7 +37,6 @@ TARGETS = ("riverlog", "kafka")
 RIVERLOG_ONLY_KEYS = frozenset({"metrics.port"})
 
 DEFAULT_START_TIMEOUT = 30.0
-STOP_TIMEOUT = 30.0
 
 
 class BrokerStartError(RuntimeError):
@@ -82,6 +81,18 @@ def start_timeout() -> float:
     return float(os.environ.get("RIVERLOG_BROKER_START_TIMEOUT", DEFAULT_START_TIMEOUT))
 
 
+def riverlog_env() -> dict[str, str]:
+    """The environment of a Riverlog broker process: ours, with ``broker_image`` importable."""
+    env = dict(os.environ)
+    parts = [str(BROKER_IMAGE)]
+    if env.get("PYTHONPATH"):
+        parts.append(env["PYTHONPATH"])
+    env["PYTHONPATH"] = os.pathsep.join(parts)
+    # Unbuffered output, so the log file holds the last words of a broker killed by a signal.
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
 # Brokers still running when the interpreter exits (a crashed or interrupted test session) are
 # killed so they do not hold ports and CPU for the next run.
 _LIVE: weakref.WeakSet[BrokerProcess] = weakref.WeakSet()
@@ -93,7 +104,7 @@ def _kill_leftovers() -> None:
         broker.close()
 
 
-class BrokerProcess:
+class BrokerProcess(SignalledProcess):
     """One broker process on loopback, controlled with POSIX signals.
 
     The ports and the data directory stay the same across restarts, so clients reconnect to
@@ -120,12 +131,12 @@ class BrokerProcess:
         # single-node mode runs the controller in-process.
         self.port, self.metrics_port, self.controller_port = free_ports(3)
         self.data_dir = self.workdir / "data"
-        self.log_path = self.workdir / f"{name}.log"
+        super().__init__(self.workdir / f"{name}.log")
         self.kafka_libs = kafka_libs
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.paused = False
-        self.starts = 0
         _LIVE.add(self)
+
+    def _not_running(self) -> Exception:
+        return RuntimeError(f"{self.name} is not running")
 
     # --- addresses -------------------------------------------------------------------------
 
@@ -144,14 +155,6 @@ class BrokerProcess:
             return None
         return f"http://{self.host}:{self.metrics_port}/metrics"
 
-    @property
-    def pid(self) -> int | None:
-        return self.proc.pid if self.proc is not None else None
-
-    @property
-    def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
     # --- command lines ---------------------------------------------------------------------
 
     def _riverlog_command(self) -> list[str]:
@@ -168,16 +171,6 @@ class BrokerProcess:
         for key, value in settings.items():
             cmd += ["--set", f"{key}={value}"]
         return cmd
-
-    def _riverlog_env(self) -> dict[str, str]:
-        env = dict(os.environ)
-        parts = [str(BROKER_IMAGE)]
-        if env.get("PYTHONPATH"):
-            parts.append(env["PYTHONPATH"])
-        env["PYTHONPATH"] = os.pathsep.join(parts)
-        # Unbuffered output, so the log file holds the last words of a broker killed by a signal.
-        env["PYTHONUNBUFFERED"] = "1"
-        return env
 
     def _kafka_command(self) -> list[str]:
         libs = self.kafka_libs or kafka_dist.install()
@@ -209,24 +202,8 @@ class BrokerProcess:
             raise RuntimeError(f"{self.name} is already running (pid {self.pid})")
         self.data_dir.mkdir(parents=True, exist_ok=True)
         cmd = self.command()
-        env = self._riverlog_env() if self.target == "riverlog" else dict(os.environ)
-        self.starts += 1
-        with open(self.log_path, "ab") as log:
-            banner = f"\n===== start #{self.starts} at {time.strftime('%H:%M:%S')}: {' '.join(cmd)}\n"
-            log.write(banner.encode())
-            log.flush()
-            self.proc = subprocess.Popen(
-                cmd,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                cwd=self.workdir,
-                env=env,
-                # Its own session: a Ctrl-C aimed at pytest must not kill the broker behind the
-                # fixture's back, and signals we send reach only this process.
-                start_new_session=True,
-            )
-        self.paused = False
+        env = riverlog_env() if self.target == "riverlog" else dict(os.environ)
+        self._spawn(cmd, cwd=self.workdir, env=env)
         try:
             self._wait_ready(start_timeout() if timeout is None else timeout)
         except BaseException:
@@ -294,24 +271,9 @@ class BrokerProcess:
         if self.proc is None:
             return None
         if self.proc.poll() is None:
-            if self.paused:
-                # A stopped process does not act on SIGTERM until continued.
-                self.resume()
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self._note(f"did not exit {timeout:.0f}s after SIGTERM; sending SIGKILL")
-                self.proc.kill()
-                self.proc.wait(timeout=STOP_TIMEOUT)
+            self.terminate()
+            self.wait_exit(timeout)
         return self.proc.returncode
-
-    def kill(self) -> None:
-        """Crash it: SIGKILL, no chance to flush or close anything."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(timeout=STOP_TIMEOUT)
-        self.paused = False
 
     def restart(self, *, hard: bool = False, timeout: float | None = None) -> BrokerProcess:
         """Stop (SIGTERM, or SIGKILL when ``hard``) and start again on the same ports and data."""
@@ -320,18 +282,6 @@ class BrokerProcess:
         else:
             self.stop()
         return self.start(timeout=timeout)
-
-    def pause(self) -> None:
-        """Freeze it (SIGSTOP): connections stay open but nothing is answered."""
-        if self.proc is None or self.proc.poll() is not None:
-            raise RuntimeError(f"{self.name} is not running")
-        os.kill(self.proc.pid, signal.SIGSTOP)
-        self.paused = True
-
-    def resume(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGCONT)
-        self.paused = False
 
     def close(self) -> None:
         """Teardown: make sure nothing is left running, without waiting long."""
@@ -342,10 +292,6 @@ class BrokerProcess:
                 self.kill()
 
     # --- diagnostics -----------------------------------------------------------------------
-
-    def _note(self, message: str) -> None:
-        with open(self.log_path, "a") as log:
-            log.write(f"\n===== harness: {message}\n")
 
     def log_tail(self, lines: int = 80) -> str:
         if not self.log_path.exists():

@@ -75,7 +75,7 @@ def realistic_seeds(topic: str) -> list[tuple[int, int, dict[str, Any]]]:
 
 def sample_seeds() -> list[tuple[int, int, dict[str, Any]]]:
     """A populated value of every request type and version the codec knows."""
-    from protocol_samples import sample
+    from support.protocol_samples import sample
 
     seeds = []
     for key, (request, _) in sorted(MESSAGES.items()):

@@ -1,8 +1,9 @@
 """Several Riverlog brokers in one process and event loop, around one shared controller.
 
-The shared ``LocalController`` stands in for the metadata quorum (which comes later); everything
-else is real: each broker has its own log directory and loopback port, and replication between
-brokers goes over TCP with the Kafka protocol. Faults are injected from the test:
+The shared ``LocalController`` stands in for the metadata quorum, so a test can fence a broker
+at the moment it chooses and read the image without a network hop; everything else is real: each
+broker has its own log directory and loopback port, and replication between brokers goes over
+TCP with the Kafka protocol. Faults are injected from the test:
 ``crash`` stops a broker as kill -9 would (no controlled shutdown, logs not closed cleanly), and
 ``fence`` tells the controller it is gone, which is what a missed heartbeat will do.
 

@@ -28,8 +28,6 @@ import contextlib
 import os
 import re
 import shutil
-import signal
-import subprocess
 import sys
 import threading
 import time
@@ -42,16 +40,16 @@ from typing import Any, TypeVar
 from riverlog.protocol.record_batch import Record, iter_records
 
 from support import kafka_wire
-from support.brokers import BROKER_IMAGE, RIVERLOG_ONLY_KEYS, free_ports, kafka_dist, selected_target
+from support.brokers import RIVERLOG_ONLY_KEYS, free_ports, kafka_dist, riverlog_env, selected_target
 from support.kafka_wire import ClusterView, PartitionState, QuorumState
 from support.netns import NetworkNamespaces
+from support.process_control import STOP_TIMEOUT, SignalledProcess
 
 CLIENT_PORT = 9092
 CONTROLLER_PORT = 9093
 METRICS_PORT = 9404
 KAFKA_HEAP = "512m"
 DEFAULT_READY_TIMEOUT = 120.0
-STOP_TIMEOUT = 30.0
 ADMIN_TIMEOUT = 5.0
 
 # Quick failure detection and a replicated cluster's internal topics. Kafka's names; Riverlog
@@ -108,20 +106,12 @@ def riverlog_command(config_path: Path) -> list[str]:
     return [sys.executable, "-m", "riverlog", "broker", "--config", str(config_path)]
 
 
-def riverlog_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(BROKER_IMAGE), env.get("PYTHONPATH", "")) if p)
-    # Unbuffered output: the log of a node killed by a signal still holds its last words.
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
-
-
 T = TypeVar("T")
 
 SEGMENT_NAME = re.compile(r"^\d{20}\.log$")
 
 
-class ClusterNode:
+class ClusterNode(SignalledProcess):
     """One node process; its address and data directory survive restarts."""
 
     def __init__(self, cluster: ProcessCluster, node_id: int, host: str, port: int, controller_port: int,
@@ -135,24 +125,16 @@ class ClusterNode:
         self.workdir = cluster.base_dir / f"node{node_id}"
         self.data_dir = self.workdir / "data"
         self.config_path = self.workdir / "server.properties"
-        self.log_path = self.workdir / f"node{node_id}.log"
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.paused = False
-        self.starts = 0
+        super().__init__(self.workdir / f"node{node_id}.log")
         # False once we kill or stop it: only an exit we did not cause is an error.
         self.should_run = False
+
+    def _not_running(self) -> Exception:
+        return ClusterError(f"node {self.node_id} is not running")
 
     @property
     def bootstrap(self) -> str:
         return f"{self.host}:{self.port}"
-
-    @property
-    def pid(self) -> int | None:
-        return self.proc.pid if self.proc is not None else None
-
-    @property
-    def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
 
     @property
     def reachable(self) -> bool:
@@ -168,18 +150,8 @@ class ClusterNode:
             raise ClusterError(f"node {self.node_id} is already running (pid {self.pid})")
         cmd = self.cluster.node_command(self)
         env = riverlog_env() if self.cluster.target == "riverlog" else dict(os.environ)
-        self.starts += 1
         self.workdir.mkdir(parents=True, exist_ok=True)
-        with open(self.log_path, "ab") as log:
-            log.write(f"\n===== start #{self.starts} at {time.strftime('%H:%M:%S')}: {' '.join(cmd)}\n".encode())
-            log.flush()
-            self.proc = subprocess.Popen(
-                cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=self.workdir, env=env,
-                # Its own session: signals we send reach only this process, a Ctrl-C at pytest
-                # does not reach it behind the harness's back.
-                start_new_session=True,
-            )
-        self.paused = False
+        self._spawn(cmd, cwd=self.workdir, env=env)
         self.should_run = True
 
     def start(self, *, wait: bool = True, timeout: float | None = None) -> ClusterNode:
@@ -213,30 +185,12 @@ class ClusterNode:
     def kill(self) -> None:
         """Crash it: SIGKILL, nothing flushed or closed."""
         self.should_run = False
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(timeout=STOP_TIMEOUT)
-        self.paused = False
+        super().kill()
 
     def terminate(self) -> None:
         """Send SIGTERM (controlled shutdown) without waiting."""
         self.should_run = False
-        if self.proc is not None and self.proc.poll() is None:
-            if self.paused:
-                self.resume()  # a stopped process acts on SIGTERM only once continued
-            self.proc.send_signal(signal.SIGTERM)
-
-    def wait_exit(self, timeout: float = STOP_TIMEOUT) -> bool:
-        """Wait for the process to exit; SIGKILL after ``timeout``. True if it exited by itself."""
-        if self.proc is None:
-            return True
-        try:
-            self.proc.wait(timeout=timeout)
-            return True
-        except subprocess.TimeoutExpired:
-            self._note(f"did not exit {timeout:.0f}s after SIGTERM; sending SIGKILL")
-            self.kill()
-            return False
+        super().terminate()
 
     def stop(self, timeout: float = STOP_TIMEOUT) -> bool:
         """Graceful stop: SIGTERM and wait (SIGKILL after ``timeout``). True if it was graceful."""
@@ -250,18 +204,6 @@ class ClusterNode:
         else:
             self.stop()
         return self.start(wait=wait, timeout=timeout)
-
-    def pause(self) -> None:
-        """Freeze it (SIGSTOP): its connections stay open, nothing is answered."""
-        if self.proc is None or self.proc.poll() is not None:
-            raise ClusterError(f"node {self.node_id} is not running")
-        os.kill(self.proc.pid, signal.SIGSTOP)
-        self.paused = True
-
-    def resume(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGCONT)
-        self.paused = False
 
     def isolate(self) -> None:
         self.cluster.isolate(self.node_id)
@@ -284,10 +226,6 @@ class ClusterNode:
         for segment in sorted(p for p in directory.iterdir() if SEGMENT_NAME.match(p.name)):
             records.extend(record for _, record in iter_records(segment.read_bytes()))
         return records
-
-    def _note(self, message: str) -> None:
-        with open(self.log_path, "a") as log:
-            log.write(f"\n===== harness: {message}\n")
 
     def log_tail(self, lines: int = 80) -> str:
         if not self.log_path.exists():

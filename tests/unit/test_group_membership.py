@@ -6,12 +6,12 @@ from __future__ import annotations
 import re
 
 import pytest
-from group_harness import Harness
 from riverlog.coordinator.config import GroupConfig
 from riverlog.coordinator.group import GroupState
 from riverlog.coordinator.membership import LeavingMember
 from riverlog.coordinator.records import GroupMetadataKey
 from riverlog.protocol.errors import ErrorCode
+from support.group_harness import Harness
 
 pytestmark = pytest.mark.unit
 

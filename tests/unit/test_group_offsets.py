@@ -4,13 +4,13 @@ DeleteGroups, DescribeGroups, ListGroups, offset expiry, and rebuilding from the
 from __future__ import annotations
 
 import pytest
-from group_harness import Harness, subscription
 from riverlog.coordinator.config import GroupConfig
 from riverlog.coordinator.group import GroupState
 from riverlog.coordinator.membership import LeavingMember
 from riverlog.coordinator.records import GroupMetadataKey, OffsetCommitKey, decode, encode
 from riverlog.coordinator.shard import GROUP_AUTHORIZED_OPERATIONS, GroupShard
 from riverlog.protocol.errors import ErrorCode
+from support.group_harness import Harness, subscription
 
 pytestmark = pytest.mark.unit
 

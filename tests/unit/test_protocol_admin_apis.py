@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import uuid
 
-import protocol_crosscheck as crosscheck
 import pytest
-from protocol_samples import roundtrip, spec_differences
 from riverlog.protocol.api_keys import ApiKey
 from riverlog.protocol.messages import (
     alter_configs,
@@ -30,6 +28,8 @@ from riverlog.protocol.messages import (
 )
 from riverlog.protocol.primitives import ZERO_UUID
 from riverlog.protocol.schema import INT16, MAX_VERSION, STRING, Array, Message, Struct, f, message
+from support import protocol_crosscheck as crosscheck
+from support.protocol_samples import roundtrip, spec_differences
 
 pytestmark = [
     pytest.mark.unit,

@@ -17,9 +17,7 @@ import io
 import uuid
 from typing import Any
 
-import protocol_crosscheck as crosscheck
 import pytest
-from protocol_samples import normalize, present_only, roundtrip, sample
 from riverlog.protocol.api_keys import ApiKey
 from riverlog.protocol.file_region import FileRegion
 from riverlog.protocol.messages import (
@@ -43,6 +41,8 @@ from riverlog.protocol.schema import (
     Struct,
     _in,
 )
+from support import protocol_crosscheck as crosscheck
+from support.protocol_samples import normalize, present_only, roundtrip, sample
 
 pytestmark = [
     pytest.mark.unit,

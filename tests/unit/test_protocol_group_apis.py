@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import uuid
 
-import protocol_crosscheck as crosscheck
 import pytest
-from protocol_samples import roundtrip
 from riverlog.protocol.api_keys import ApiKey
 from riverlog.protocol.messages import (
     delete_groups,
@@ -28,6 +26,8 @@ from riverlog.protocol.messages import (
     sync_group,
 )
 from riverlog.protocol.schema import MAX_VERSION, NO_VERSIONS, Message
+from support import protocol_crosscheck as crosscheck
+from support.protocol_samples import roundtrip
 
 pytestmark = [
     pytest.mark.unit,

@@ -13,9 +13,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-import protocol_crosscheck as crosscheck
 import pytest
-from protocol_samples import normalize, roundtrip
 from riverlog.protocol.api_keys import ApiKey
 from riverlog.protocol.messages import (
     MESSAGES as ALL_MESSAGES,
@@ -33,6 +31,8 @@ from riverlog.protocol.messages import (
 )
 from riverlog.protocol.primitives import ZERO_UUID
 from riverlog.protocol.schema import MAX_VERSION, Message
+from support import protocol_crosscheck as crosscheck
+from support.protocol_samples import normalize, roundtrip
 
 pytestmark = [
     pytest.mark.unit,

@@ -1,12 +1,12 @@
 """What a broker needs from the metadata controller: one small interface, two implementations.
 
-``LocalController`` implements it today (records fsynced to a local file; one instance may be
-shared by several in-process brokers, which is how the replication tests run a cluster). The Raft
-quorum controller will implement the same interface on each broker: ``image`` and ``subscribe``
-then come from the broker's own replica of the metadata log, and the ``async`` methods become
-requests to the active controller (Kafka's BrokerRegistration, BrokerHeartbeat, AlterPartition,
-ElectLeaders, CreateTopics ... RPCs), each returning once its records are committed *and* applied
-to this broker's image, so callers may read ``image`` right after.
+``QuorumController`` (``quorum/controller.py``) implements it on every node, a lone broker
+included: ``image`` and ``subscribe`` come from the node's own replica of the Raft metadata log,
+and the ``async`` methods are decided by the active controller (forwarded to it with Riverlog's
+controller call where Kafka has BrokerRegistration, BrokerHeartbeat, AlterPartition ... RPCs),
+each returning once its records are committed *and* applied to this node's image, so callers may
+read ``image`` right after. ``LocalController`` (``local.py``) implements it in one process, for
+tests whose brokers share one controller (records fsynced to a local file).
 
 Decisions are the pure functions of ``topic_ops``, ``partition_ops``, ``reassignment`` and
 ``leader_balance``; an implementation only makes their records durable, orders them, and

@@ -2,8 +2,8 @@
 FetchSnapshot on ``__cluster_metadata``, DescribeQuorum, and Riverlog's controller call.
 
 The Raft messages are handed to this node's Raft driver through the transport, which waits for
-the core's answer (``controller/quorum/transport.py``). A node without a quorum (single-node
-mode) answers them with an error: it is nobody's voter.
+the core's answer (``controller/quorum/transport.py``). A broker without a quorum (one of
+several sharing an in-process test controller) answers them with an error: it is nobody's voter.
 """
 
 from __future__ import annotations

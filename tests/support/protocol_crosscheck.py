@@ -14,7 +14,7 @@ Each module declares what differs -- its messages, Kafka 4.x's version table for
 versions the legacy classes cover -- and binds the shared tests built here to module-level
 ``test_*`` names, so pytest collects them there with their usual names and parameter ids::
 
-    import protocol_crosscheck as crosscheck
+    from support import protocol_crosscheck as crosscheck
 
     CASES = crosscheck.cases(MESSAGES)
     test_roundtrip_populated = crosscheck.roundtrip_populated_test(CASES)
@@ -35,7 +35,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import pytest
-from protocol_samples import (
+from riverlog.protocol.schema import Message, _in
+
+from support.protocol_samples import (
     has_tagged_values,
     kafka_python_build,
     kafka_python_values,
@@ -51,7 +53,6 @@ from protocol_samples import (
     spec_json,
     spec_versions,
 )
-from riverlog.protocol.schema import Message, _in
 
 __all__ = [
     "cases",
