@@ -10,6 +10,7 @@ untangle). Three rules keep the package easy to move around in:
    top. Handlers, for example, see the broker only through ``handlers/host.py``.
 3. Inside ``controller/``, the Raft core and the pure decisions never import the quorum's I/O, and
    the codecs (``protocol/``) and the Raft core import no I/O modules at all.
+4. Inside the package, imports are relative.
 
 ``docs/design-notes.md`` draws the same layers.
 """
@@ -205,6 +206,18 @@ def test_codecs_and_the_raft_core_do_no_io(package: str) -> None:
              for name in sorted(MODULES) if name == package or name.startswith(package + ".")
              for target, line in imports_of(name) if io_or_outside(target)]
     assert found == [], f"{package} must stay free of I/O:\n" + "\n".join(found)
+
+
+def test_the_package_imports_itself_relatively() -> None:
+    # One spelling for one module: relative inside the package, as everywhere else in it.
+    absolute = []
+    for path in sorted(MODULES.values()):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith(ROOT):
+                absolute.append(f"{path.relative_to(PACKAGE_DIR.parent)}:{node.lineno} from {node.module}")
+            elif isinstance(node, ast.Import) and any(a.name.split(".")[0] == ROOT for a in node.names):
+                absolute.append(f"{path.relative_to(PACKAGE_DIR.parent)}:{node.lineno} import riverlog")
+    assert absolute == [], "absolute imports of the package from inside it:\n" + "\n".join(absolute)
 
 
 def test_the_rules_catch_a_circle_and_an_upward_import() -> None:

@@ -17,7 +17,7 @@ import random
 import time
 from collections.abc import Callable, Iterable
 
-from riverlog.controller.raft import (
+from ..raft import (
     Entry,
     Message,
     NotLeaderError,
@@ -28,7 +28,6 @@ from riverlog.controller.raft import (
     Role,
     Snapshot,
 )
-
 from .storage import QuorumStorage
 
 log = logging.getLogger(__name__)

@@ -33,8 +33,8 @@ from pathlib import Path
 
 import crc32c
 
-from riverlog.controller.raft import Entry, HardState, Ready, Snapshot, Storage
-from riverlog.storage.files import atomic_write, fsync_dir, pwrite_all
+from ...storage.files import atomic_write, fsync_dir, pwrite_all
+from ..raft import Entry, HardState, Ready, Snapshot, Storage
 
 METADATA_DIR_NAME = "__cluster_metadata-0"
 QUORUM_STATE_NAME = "quorum-state"
