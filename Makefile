@@ -9,6 +9,10 @@ PYTEST_ARGS ?=
 PORT ?= 9092
 METRICS_PORT ?= 9404
 DATA ?= ./data
+# make run listens on loopback only: the broker has no authentication yet. HOST=0.0.0.0 (and
+# ADVERTISED_HOST=<a name clients can reach>) is the explicit choice to serve other machines.
+HOST ?= 127.0.0.1
+ADVERTISED_HOST ?= localhost
 
 .PHONY: run test lint typecheck unit integration cluster k8s e2e spark deps system-deps java-deps k8s-deps spark-deps chart-crds clean bench
 
@@ -22,8 +26,8 @@ deps: $(STAMP)
 
 run: deps
 	$(BIN)/riverlog broker --set log.dirs=$(DATA) \
-		--set listeners=PLAINTEXT://:$(PORT) --set advertised.listeners=PLAINTEXT://localhost:$(PORT) \
-		--set metrics.port=$(METRICS_PORT)
+		--set listeners=PLAINTEXT://$(HOST):$(PORT) --set advertised.listeners=PLAINTEXT://$(ADVERTISED_HOST):$(PORT) \
+		--set metrics.host=$(HOST) --set metrics.port=$(METRICS_PORT)
 
 # From Debian: kcat (librdkafka's CLI), etcd-server (the k8s tier's store), openssl (its
 # certificates) and shellcheck (lints the shell scripts); Kafka's Java tools and server come from

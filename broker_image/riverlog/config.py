@@ -12,7 +12,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from .config_refusals import SECURITY_PROTOCOLS, WHAT_TO_DO, parse_protocol_map, refusals
+
 ENV_PREFIX = "RIVERLOG_"
+SECRET_WORDS = ("password", "secret", "jaas", "token")
 
 # Property -> default. Only properties Riverlog reads are listed; unknown keys are kept (so a
 # Kafka server.properties loads) and reported once at start-up.
@@ -212,9 +215,11 @@ def parse_listeners(spec: str) -> list[Listener]:
 class BrokerConfig:
     """Merged properties with typed accessors for the ones the broker uses."""
 
-    def __init__(self, props: Mapping[str, str]) -> None:
+    def __init__(self, props: Mapping[str, str], sources: Mapping[str, str] | None = None) -> None:
         self.props: dict[str, str] = {**DEFAULTS, **props}
         self.explicit = frozenset(props)  # keys the operator set, reported as STATIC_BROKER_CONFIG
+        # Where each explicit key came from (a file, an environment variable, --set), when known.
+        self.sources: dict[str, str] = dict(sources or {})
         self.unknown = sorted(k for k in props if k not in DEFAULTS)
         self._validate()
 
@@ -225,15 +230,38 @@ class BrokerConfig:
         sets: Iterable[str] = (),
         environ: Mapping[str, str] | None = None,
     ) -> BrokerConfig:
-        props: dict[str, str] = {}
+        layers: list[tuple[str, dict[str, str]]] = []
         if config_file:
             path = Path(config_file)
             if not path.is_file():
                 raise ConfigError(f"config file {path} does not exist")
-            props.update(parse_properties(path.read_text()))
-        props.update(env_overrides(os.environ if environ is None else environ))
-        props.update(parse_set_flags(sets))
-        return cls(props)
+            layers.append((str(path), parse_properties(path.read_text())))
+        layers.append(("environment", env_overrides(os.environ if environ is None else environ)))
+        layers.append(("--set", parse_set_flags(sets)))
+        props: dict[str, str] = {}
+        sources: dict[str, str] = {}
+        for source, values in layers:  # later sources win
+            props.update(values)
+            sources.update(dict.fromkeys(values, source))
+        return cls(props, sources)
+
+    def effective(self) -> list[tuple[str, str, str]]:
+        """(property, value, source) for every property, sorted: what ``--check-config`` shows.
+        Source is ``default``, where an explicit value came from, or ``ignored`` for a key
+        Riverlog does not read."""
+        rows = []
+        for key in sorted(self.props):
+            if key not in self.explicit:
+                source = "default"
+            else:
+                source = self.sources.get(key, "set")
+                if key in self.unknown:
+                    source += " (ignored: not used by Riverlog)"
+            value = self.props[key]
+            if value and any(word in key for word in SECRET_WORDS):
+                value = "(hidden)"  # a printed configuration must not leak a secret
+            rows.append((key, value, source))
+        return rows
 
     def get(self, key: str) -> str:
         return self.props.get(key, "")
@@ -277,7 +305,21 @@ class BrokerConfig:
                               f"got {self.get('leader.imbalance.per.broker.percentage')}")
         if not self.listeners():
             raise ConfigError("listeners is empty (example: listeners=PLAINTEXT://:9092)")
+        self._validate_security()
         self._validate_roles()
+
+    def _validate_security(self) -> None:
+        names = [lst.name for lst in self.listeners()]
+        protocol_map = parse_protocol_map(self.get("listener.security.protocol.map"))
+        for name in names:
+            if name not in protocol_map and name not in SECURITY_PROTOCOLS:
+                # Kafka refuses this too; guessing PLAINTEXT could serve plaintext by surprise.
+                raise ConfigError(
+                    f"listener {name} has no entry in listener.security.protocol.map "
+                    f"({self.get('listener.security.protocol.map')}); add one, e.g. {name}:PLAINTEXT")
+        refused = refusals(self.props, self.explicit, names)
+        if refused:
+            raise ConfigError(f"unsupported security configuration: {', '.join(refused)}. {WHAT_TO_DO}")
 
     def _validate_roles(self) -> None:
         roles = self.process_roles

@@ -1,9 +1,12 @@
-"""`make run` on a fresh clone sets itself up and serves a real client; Ctrl-C stops it cleanly."""
+"""`make run` on a fresh clone sets itself up and serves a real client on loopback only (the
+broker has no authentication yet, so other interfaces are an explicit choice); Ctrl-C stops it
+cleanly."""
 
 from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -15,6 +18,14 @@ from support.brokers import free_port
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
 REPO = Path(__file__).resolve().parents[2]
+
+
+def accepts(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=2):
+            return True
+    except OSError:
+        return False
 
 
 def test_make_run_on_a_fresh_clone_serves_a_client(tmp_path: Path) -> None:
@@ -56,6 +67,11 @@ def test_make_run_on_a_fresh_clone_serves_a_client(tmp_path: Path) -> None:
         consumer.close()
         assert msg is not None and msg.error() is None and msg.value() == b"served"
         assert (clone / "data" / "hello-make-run-0").is_dir(), "data is kept in ./data of the checkout"
+        # Bound to 127.0.0.1 itself, not to every interface: another loopback address (which an
+        # all-interfaces socket would answer) is refused, for the Kafka port and for metrics.
+        for listened in (port, metrics_port):
+            assert accepts("127.0.0.1", listened)
+            assert not accepts("127.0.0.2", listened), f"port {listened} answers on other addresses"
     finally:
         os.killpg(proc.pid, signal.SIGINT)
         try:

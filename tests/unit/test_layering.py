@@ -30,7 +30,7 @@ ROOT = "riverlog"
 
 # Bottom first. A module's layer is that of its top-level component (``riverlog.<component>...``).
 LAYERS: list[set[str]] = [
-    {"clock", "config", "protocol", "topic_config"},  # pure data: codecs, settings, time
+    {"clock", "config", "config_refusals", "protocol", "topic_config"},  # pure data: codecs, settings, time
     {"storage", "client", "metrics"},  # the log on disk; the Kafka client; Prometheus
     {"server"},  # listeners, connections, request dispatch
     {"controller"},  # metadata: records, image, decisions, Raft, the quorum

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from ..config import BrokerConfig, ConfigError
+from .table import format_table
 
 log = logging.getLogger(__name__)
 
@@ -22,6 +23,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--config", help="a Kafka-style server.properties file")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a property, e.g. --set log.dirs=./data (repeatable)")
+    p.add_argument("--check-config", action="store_true",
+                   help="check the configuration, print every property with its value and source, and exit")
     p.set_defaults(func=run)
 
 
@@ -31,6 +34,9 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"riverlog broker: {exc}", file=sys.stderr)
         return 2
+    if args.check_config:
+        print(format_table(["property", "value", "source"], config.effective()))
+        return 0
     if config.unknown:
         log.info("ignoring properties Riverlog does not use: %s", ", ".join(config.unknown))
     try:

@@ -1,0 +1,82 @@
+"""Properties Riverlog refuses rather than ignores: they change security semantics in Kafka.
+
+Most Kafka properties Riverlog does not read are harmless to ignore (a tuning knob of a part it
+does differently), and the broker says so in one INFO line. Not these: someone who set
+``ssl.keystore.location``, ``sasl.enabled.mechanisms``, ``authorizer.class.name`` or a
+``SASL_SSL`` listener believes the broker encrypts, authenticates or authorizes. Serving
+plaintext, unauthenticated, on that listener would mislead them, so the broker stops at start
+and names every such property, until Riverlog implements them.
+
+Pure functions over the merged properties; ``config.BrokerConfig`` calls :func:`refusals`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+# Kafka's security protocols; only PLAINTEXT is served today.
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SERVED_PROTOCOL = "PLAINTEXT"
+
+# Families of Kafka broker properties that configure TLS, authentication or authorization.
+REFUSED_PREFIXES = (
+    "ssl.",  # TLS: keystores, truststores, client authentication, protocols
+    "sasl.",  # authentication mechanisms and their JAAS settings
+    "authorizer.",  # ACLs (authorizer.class.name)
+    "delegation.token.",  # delegation tokens authenticate clients
+    "principal.builder.",  # principal.builder.class: who a client is
+)
+REFUSED_NAMES = frozenset({
+    "super.users",  # meaningful only with an authorizer
+    "allow.everyone.if.no.acl.found",
+    "security.inter.broker.protocol",  # checked for its value below
+    "connections.max.reauth.ms",  # SASL re-authentication
+})
+
+WHAT_TO_DO = ("Riverlog serves only PLAINTEXT listeners without authentication or ACLs for now, and "
+              "will not serve plaintext to a configuration that asks for more. Remove these properties "
+              "and run the broker on a trusted network (or behind a TLS-terminating proxy) until "
+              "Riverlog supports them.")
+
+
+def _listener_protocol(name: str, protocol_map: Mapping[str, str]) -> str | None:
+    """The security protocol a listener name stands for, as Kafka resolves it: its entry in
+    ``listener.security.protocol.map``, or the name itself when it is a protocol's name."""
+    if name in protocol_map:
+        return protocol_map[name]
+    return name if name in SECURITY_PROTOCOLS else None
+
+
+def parse_protocol_map(spec: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for part in (p.strip() for p in spec.split(",") if p.strip()):
+        name, _, protocol = part.partition(":")
+        out[name.strip().upper()] = protocol.strip().upper()
+    return out
+
+
+def refusals(props: Mapping[str, str], explicit: frozenset[str], listener_names: list[str]) -> list[str]:
+    """Each property (with why) that asks for security Riverlog does not have; empty if none.
+
+    ``props`` are the merged properties, ``explicit`` the keys the operator set (defaults never
+    refuse), ``listener_names`` the names of the listeners in ``listeners``. Entries of
+    ``listener.security.protocol.map`` for listeners not in use are harmless (Kafka's sample
+    ``server.properties`` maps SSL:SSL and SASL_SSL:SASL_SSL without using them) and pass.
+    """
+    found: list[str] = []
+    for key in sorted(explicit):
+        if key.startswith(REFUSED_PREFIXES):
+            found.append(key)
+        elif key == "security.inter.broker.protocol":
+            if props[key].strip().upper() != SERVED_PROTOCOL:
+                found.append(f"{key}={props[key]}")
+        elif key in REFUSED_NAMES:
+            found.append(key)
+        elif key.startswith("listener.name.") and any(part in key for part in (".ssl.", ".sasl.", "jaas")):
+            found.append(key)  # per-listener TLS or SASL settings
+    protocol_map = parse_protocol_map(props.get("listener.security.protocol.map", ""))
+    for name in listener_names:
+        protocol = _listener_protocol(name, protocol_map)
+        if protocol is not None and protocol != SERVED_PROTOCOL:
+            found.append(f"listener {name}" if name == protocol else f"listener {name} ({protocol})")
+    return found

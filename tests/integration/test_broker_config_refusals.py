@@ -1,0 +1,74 @@
+"""`riverlog broker` as a user starts it: a configuration that asks for TLS, SASL or ACLs stops the
+process at once with a message naming every such property (it never listens, so nothing is
+served in plaintext by mistake), and `--check-config` prints the effective configuration.
+
+These exercise Riverlog's own command line, whatever RIVERLOG_TEST_TARGET says.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from support.brokers import free_ports
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+
+
+def riverlog_broker(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "riverlog", "broker", *args], capture_output=True, text=True,
+                          timeout=60, env={**os.environ, **(env or {})})
+
+
+def listening(port: int) -> bool:
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def test_a_sasl_ssl_broker_refuses_to_start_and_names_what_it_cannot_honour(tmp_path: Path) -> None:
+    port, metrics_port = free_ports(2)
+    properties = tmp_path / "server.properties"
+    properties.write_text(
+        f"listeners=SASL_SSL://127.0.0.1:{port}\n"
+        f"log.dirs={tmp_path / 'data'}\n"
+        "ssl.keystore.location=/etc/kafka/secrets/broker.keystore.jks\n"
+        "ssl.keystore.password=changeit\n"
+        "sasl.enabled.mechanisms=SCRAM-SHA-512\n"
+        "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer\n")
+    result = riverlog_broker("--config", str(properties), "--set", f"metrics.port={metrics_port}")
+    assert result.returncode == 2, result.stderr
+    for named in ("listener SASL_SSL", "ssl.keystore.location", "ssl.keystore.password", "sasl.enabled.mechanisms",
+                  "authorizer.class.name"):
+        assert named in result.stderr
+    assert "changeit" not in result.stderr  # names, never values
+    assert "Remove these properties" in result.stderr
+    assert not listening(port) and not listening(metrics_port)
+    assert not (tmp_path / "data").exists()  # refused before touching the data directory
+
+
+def test_security_properties_from_the_environment_are_refused_too(tmp_path: Path) -> None:
+    (port,) = free_ports(1)
+    result = riverlog_broker("--set", f"listeners=PLAINTEXT://127.0.0.1:{port}", "--set", f"log.dirs={tmp_path}",
+                             "--set", "ssl.truststore.location=/x",
+                             env={"RIVERLOG_SECURITY_INTER_BROKER_PROTOCOL": "SSL"})
+    # RIVERLOG_* variables set only properties Riverlog reads; the --set one is refused.
+    assert result.returncode == 2 and "ssl.truststore.location" in result.stderr
+
+
+def test_check_config_prints_every_property_with_its_source_and_exits(tmp_path: Path) -> None:
+    properties = tmp_path / "server.properties"
+    properties.write_text("node.id=7\nnum.network.threads=3\n")
+    result = riverlog_broker("--config", str(properties), "--set", "num.partitions=6", "--check-config",
+                             env={"RIVERLOG_LOG_RETENTION_HOURS": "48"})
+    assert result.returncode == 0, result.stderr
+    rows = {line.split()[0]: line.split(None, 2)[1:] for line in result.stdout.splitlines()[1:] if line.strip()}
+    assert rows["node.id"] == ["7", str(properties)]
+    assert rows["num.partitions"] == ["6", "--set"]
+    assert rows["log.retention.hours"] == ["48", "environment"]
+    assert rows["num.network.threads"][1].endswith("(ignored: not used by Riverlog)")
+    assert rows["log.segment.bytes"][1] == "default"
+    assert result.stdout.splitlines()[0].split() == ["PROPERTY", "VALUE", "SOURCE"]
