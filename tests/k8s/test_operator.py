@@ -175,6 +175,8 @@ def test_crds_default_and_reject_invalid_resources(kube: KubeCluster, crds: None
 
     refused(cluster_doc(namespace, replicas=0), "spec.replicas")
     refused(cluster_doc(namespace, config={"node.id": "7"}), "config may not set properties the operator owns")
+    for security in ("ssl.keystore.location", "sasl.enabled.mechanisms", "authorizer.class.name", "super.users"):
+        refused(cluster_doc(namespace, config={security: "x"}), "config may not set TLS, SASL or authorization")
     refused(cluster_doc(namespace, listeners=[{"name": "A", "port": 9092}, {"name": "B", "port": 9092}]),
             "listener ports must be distinct")
     refused(cluster_doc(namespace, listeners=[{"name": "CONTROLLER", "port": 9095}]),
