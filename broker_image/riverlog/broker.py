@@ -21,6 +21,7 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 
 from .clock import now_ms
 from .cluster.log_cleaner import LogCleaner
@@ -51,6 +52,7 @@ LONE_VOTER_PORT = 0
 
 
 STOP_STEP_TIMEOUT_S = 10
+LOG_FLUSH_THREADS = 2
 
 
 class Broker:
@@ -95,6 +97,11 @@ class Broker:
         self.log_cleaner = LogCleaner(config, self.replicas, self.metrics.registry)
         self.dispatcher = Dispatcher(build_apis(self), self.metrics)
         self.health = HealthServer(self.metrics, config.get("metrics.host"), config.get_int("metrics.port"))
+        # fsyncs of partition logs get threads of their own: a slow or failing disk then holds up
+        # flushes, not the rest of the broker's blocking work in asyncio's shared default pool.
+        self._flushes = ThreadPoolExecutor(max_workers=LOG_FLUSH_THREADS,
+                                           thread_name_prefix=f"log-flush-{self.node_id}")
+        self._flushes_closed = False
         self.sockets = SocketServer(self.dispatcher.handle,
                                     max_frame=config.get_int("socket.request.max.bytes"),
                                     max_queued=max(1, config.get_int("max.in.flight.requests.per.connection")),
@@ -180,7 +187,7 @@ class Broker:
         loop = asyncio.get_running_loop()
         while True:
             await asyncio.sleep(interval)
-            await loop.run_in_executor(None, self.replicas.flush_all)
+            await loop.run_in_executor(self._flushes, self.replicas.flush_all)
 
     async def _isr_loop(self) -> None:
         # Kafka checks for lagging followers every replica.lag.time.max.ms / 2.
@@ -209,9 +216,9 @@ class Broker:
             self.flush_soon(partition)
 
     def flush_soon(self, partition: Partition) -> None:
-        """flush.messages was reached: fsync that log in the thread pool, off the event loop."""
-        if partition.flush_pending:
-            return
+        """flush.messages was reached: fsync that log in the flush threads, off the event loop."""
+        if partition.flush_pending or self._flushes_closed:
+            return  # once stopping, closing the logs flushes them
         partition.flush_pending = True
 
         def run() -> None:
@@ -220,7 +227,7 @@ class Broker:
             finally:
                 partition.flush_pending = False
 
-        asyncio.get_running_loop().run_in_executor(None, run)
+        asyncio.get_running_loop().run_in_executor(self._flushes, run)
 
     async def stop(self) -> None:
         self.health.ready = False
@@ -245,9 +252,15 @@ class Broker:
         for unsubscribe in self._unsubscribe:
             unsubscribe()
         await self._bounded("stopping the log cleaner", self.log_cleaner.stop())  # before the logs close
+        # No flush may run while the logs close (closing flushes them anyway).
+        await self._bounded("finishing log flushes", self._close_flushes())
         await asyncio.get_running_loop().run_in_executor(None, self.replicas.close)
         await self.health.stop()
         self._stopped.set()
+
+    async def _close_flushes(self) -> None:
+        self._flushes_closed = True
+        await asyncio.get_running_loop().run_in_executor(None, lambda: self._flushes.shutdown(wait=True))
 
     async def _bounded(self, step: str, work: Awaitable[object], timeout: float = STOP_STEP_TIMEOUT_S) -> None:
         try:
@@ -273,6 +286,8 @@ class Broker:
         await self.replicas.fetchers.stop()
         await self.coordinator.stop()
         await self.log_cleaner.stop()
+        self._flushes_closed = True
+        self._flushes.shutdown(wait=False)
         self.replicas.abandon()
         await self.health.stop()
         self._stopped.set()

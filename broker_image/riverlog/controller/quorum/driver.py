@@ -16,6 +16,7 @@ import logging
 import random
 import time
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 
 from ..raft import (
     Entry,
@@ -85,6 +86,10 @@ class RaftDriver:
         # node's answer give up when that node may no longer be the one to ask.
         self._soft_changed = asyncio.Event()
         self.failure: BaseException | None = None
+        # The metadata log's reads and fsyncs get a thread of their own: in asyncio's shared
+        # default pool they could wait behind unrelated blocking work (log flushes, a client's
+        # stalled send), and every controller decision waits for them.
+        self._disk: ThreadPoolExecutor | None = None
 
     # Life cycle --------------------------------------------------------------------------
 
@@ -92,7 +97,8 @@ class RaftDriver:
         """Load the node's directory and start the loop. The state machine is reset to the loaded
         snapshot (``apply([], snapshot)``) before anything else is applied."""
         loop = asyncio.get_running_loop()
-        stored = await loop.run_in_executor(None, self._storage.load)
+        self._disk = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"raft-storage-{self.node_id}")
+        stored = await loop.run_in_executor(self._disk, self._storage.load)
         self._node = RaftNode(self.node_id, self._voters, stored, self._config, self._rng, self._now_ms())
         if stored.snapshot is not None:
             self._apply([], stored.snapshot)
@@ -109,6 +115,9 @@ class RaftDriver:
             self._task = None
         self._fail_pending("driver stopped")
         self._storage.close()
+        if self._disk is not None:
+            self._disk.shutdown(wait=False)  # the loop above finished its last persist
+            self._disk = None
 
     # Inputs ------------------------------------------------------------------------------
 
@@ -196,7 +205,7 @@ class RaftDriver:
                 while node.has_ready() and not self._stopping:
                     ready = node.ready()
                     if ready.must_persist:
-                        await loop.run_in_executor(None, self._storage.persist, ready)
+                        await loop.run_in_executor(self._disk, self._storage.persist, ready)
                     self._act(ready)
         except Exception as e:
             # SafetyError (or a disk error): the node must not go on. Proposals fail; the owner
