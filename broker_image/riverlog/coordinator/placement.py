@@ -8,7 +8,9 @@ written by one can be read by the other.
 
 from __future__ import annotations
 
-GROUP_METADATA_TOPIC = "__consumer_offsets"
+from ..controller.topic_ops import GROUP_METADATA_TOPIC
+
+__all__ = ["GROUP_METADATA_TOPIC", "java_string_hashcode", "kafka_abs", "partition_for"]
 
 _INT32_MIN = -(1 << 31)
 

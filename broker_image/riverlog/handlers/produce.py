@@ -11,17 +11,38 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from ..clock import now_ms
+from ..controller.topic_ops import INTERNAL_TOPICS
 from ..protocol.errors import ErrorCode, KafkaError
+from ..protocol.record_batch import check_produce_records
 from ..server.dispatch import RequestContext
 from .common import Body, resolve_topic, unknown_topic_code
 
 if TYPE_CHECKING:
+    from ..controller.image import TopicImage
     from .host import BrokerHost
+
+# Kafka lets only a request with this client id append to its internal topics.
+ADMIN_CLIENT_ID = "__admin_client"
 
 
 def _error(index: int, code: ErrorCode, message: str | None = None) -> Body:
     return {"index": index, "error_code": code, "base_offset": -1, "log_append_time_ms": -1,
             "log_start_offset": -1, "error_message": message}
+
+
+def _refusal(topic: TopicImage, index: int, records: Any, client_id: str | None) -> Body | None:
+    """Kafka's checks before a partition's leader is looked at, in its order: the partition
+    exists, the records are one batch of magic 2, the topic is not internal. Kafka answers these
+    without a message, except for a corrupt message set."""
+    if index not in topic.partitions:
+        return _error(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    try:
+        check_produce_records(records or b"")
+    except KafkaError as exc:
+        return _error(index, exc.code, exc.message if exc.code == ErrorCode.CORRUPT_MESSAGE else None)
+    if topic.name in INTERNAL_TOPICS and client_id != ADMIN_CLIENT_ID:
+        return _error(index, ErrorCode.INVALID_TOPIC_EXCEPTION)
+    return None
 
 
 async def handle_produce(broker: BrokerHost, ctx: RequestContext, req: Body) -> Body | None:
@@ -50,10 +71,12 @@ async def handle_produce(broker: BrokerHost, ctx: RequestContext, req: Body) -> 
                 parts.append(_error(index, unknown_topic_code(topic_id)))
                 continue
             records = pd["records"]
+            refusal = _refusal(topic, index, records, ctx.header.client_id)
+            if refusal is not None:
+                parts.append(refusal)
+                continue
             try:
                 partition = broker.replicas.leader_partition(topic.name, index)
-                if not records:
-                    raise KafkaError("produce request without record batches", ErrorCode.INVALID_RECORD)
                 info = partition.append(records, acks=acks, now_ms=timestamp)
                 if partition.log.needs_flush:
                     broker.flush_soon(partition)

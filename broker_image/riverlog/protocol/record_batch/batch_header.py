@@ -196,6 +196,48 @@ def iter_batches(buf: Buffer) -> Iterator[BatchHeader]:
         pos = header.end
 
 
+# The smallest size an entry of any message format may give (a magic 0 message with no key and no
+# value); Kafka refuses smaller ones while walking a message set, before reading the magic.
+LEGACY_MIN_RECORD_SIZE = 14
+
+
+def _entry_end(buf: Buffer, pos: int) -> int | None:
+    """Where the message-set entry at ``pos`` ends, read as Kafka's batch iterator reads it, for
+    any magic (all three formats keep the length at byte 8 and the magic at byte 16); None when the
+    data stops before the entry does, as that iterator then sees no entry there."""
+    remaining = len(buf) - pos
+    if remaining < LOG_OVERHEAD:
+        return None
+    (length,) = _INT32.unpack_from(buf, pos + LENGTH_POS)
+    if length < LEGACY_MIN_RECORD_SIZE:
+        raise corrupt(f"Record size {length} is less than the minimum record overhead ({LEGACY_MIN_RECORD_SIZE})")
+    if remaining <= MAGIC_POS:
+        return None
+    magic = struct.unpack_from(">b", buf, pos + MAGIC_POS)[0]
+    if not 0 <= magic <= MAGIC_V2:
+        raise corrupt(f"Invalid magic found in record: {magic}")
+    if remaining < LOG_OVERHEAD + length:
+        return None
+    return pos + LOG_OVERHEAD + length
+
+
+def check_produce_records(buf: Buffer) -> None:
+    """What Kafka 4 asks of one partition's records in a Produce request (v3+) before anything
+    else looks at them: exactly one batch, of magic 2. Message sets of magic 0 or 1, several
+    batches, or no complete batch are INVALID_RECORD; an entry too short or of an unknown magic is
+    CORRUPT_MESSAGE. The batch itself (CRC, counts, size) is :func:`validate_batch`'s job."""
+    end = _entry_end(buf, 0)
+    if end is None:
+        raise KafkaError("Produce requests must have at least one record batch per partition",
+                         ErrorCode.INVALID_RECORD)
+    if buf[MAGIC_POS] != MAGIC_V2:
+        raise KafkaError("Produce requests may only contain record batches of magic 2 (message format v2)",
+                         ErrorCode.INVALID_RECORD)
+    if _entry_end(buf, end) is not None:
+        raise KafkaError("Produce requests may only contain one record batch per partition",
+                         ErrorCode.INVALID_RECORD)
+
+
 def compute_crc(buf: Buffer, header: BatchHeader) -> int:
     """CRC-32C of the batch from the attributes field to its end (the part the CRC covers)."""
     view = buf if isinstance(buf, memoryview) else memoryview(buf)
