@@ -256,6 +256,8 @@ def test_clients_cannot_produce_to_internal_topics(shared: BrokerProcess) -> Non
     assert [r["error_code"] for r in create(shared, *names, partitions=1)] == [ErrorCode.NONE] * 3
     for name in names:
         wait_until(lambda name=name: describe(shared, name)["partitions"], timeout=15)
+    # Metadata marks Kafka's internal topics as such, not every name that starts with "__".
+    assert [describe(shared, name)["is_internal"] for name in names] == [True, True, False]
     for name in names[:2]:
         for version in (3, 9, 12):
             result = produce(shared, name, v2_batch(), version=version)

@@ -43,7 +43,7 @@ LAYERS: list[set[str]] = [
 
 # Inside controller/: the pure parts below, the quorum (asyncio, sockets, files) on top.
 CONTROLLER_LAYERS: list[set[str]] = [
-    {"raft"},  # the pure Raft state machine
+    {"raft", "topic_names"},  # the pure Raft state machine; names of special topics
     {"records", "image", "placement", "topic_ops", "partition_ops", "reassignment", "leader_balance",
      "snapshot", "api"},
     {"local"},

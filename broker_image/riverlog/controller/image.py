@@ -24,6 +24,7 @@ from .records import (
     RemoveTopicRecord,
     TopicRecord,
 )
+from .topic_names import INTERNAL_TOPICS
 
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
@@ -70,7 +71,7 @@ class TopicImage:
 
     @property
     def internal(self) -> bool:
-        return self.name.startswith("__")
+        return self.name in INTERNAL_TOPICS  # Kafka's set, not every name starting with "__"
 
 
 @dataclass(frozen=True)

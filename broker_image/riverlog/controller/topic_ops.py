@@ -16,21 +16,12 @@ from ..topic_config import InvalidConfig, validate_topic_configs
 from .image import TOPIC_RESOURCE, MetadataImage
 from .placement import assign_replicas
 from .records import ConfigRecord, PartitionRecord, Record, RemoveTopicRecord, TopicRecord
+from .topic_names import CLUSTER_METADATA_TOPIC
 
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_NAME = 249
 MAX_PARTITIONS = 100_000
 
-# Kafka's internal topics (its Topic.INTERNAL_TOPICS), whether or not Riverlog uses them yet: clients
-# may not produce to them. Clients may still create, delete and add partitions to them, as Kafka 4
-# lets them (only `kafka-topics.sh` refuses some of that, on the client side).
-GROUP_METADATA_TOPIC = "__consumer_offsets"
-TRANSACTION_STATE_TOPIC = "__transaction_state"
-SHARE_GROUP_STATE_TOPIC = "__share_group_state"
-INTERNAL_TOPICS = frozenset({GROUP_METADATA_TOPIC, TRANSACTION_STATE_TOPIC, SHARE_GROUP_STATE_TOPIC})
-# The metadata log: never a topic of the image, and its directory name is the one a topic of this name
-# would get, so no request may create it.
-CLUSTER_METADATA_TOPIC = "__cluster_metadata"
 
 
 @dataclass

@@ -8,7 +8,7 @@ written by one can be read by the other.
 
 from __future__ import annotations
 
-from ..controller.topic_ops import GROUP_METADATA_TOPIC
+from ..controller.topic_names import GROUP_METADATA_TOPIC
 
 __all__ = ["GROUP_METADATA_TOPIC", "java_string_hashcode", "kafka_abs", "partition_for"]
 

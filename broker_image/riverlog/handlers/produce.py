@@ -11,7 +11,7 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from ..clock import now_ms
-from ..controller.topic_ops import INTERNAL_TOPICS
+from ..controller.topic_names import INTERNAL_TOPICS
 from ..protocol.errors import ErrorCode, KafkaError
 from ..protocol.record_batch import check_produce_records
 from ..server.dispatch import RequestContext
