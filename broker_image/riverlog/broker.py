@@ -105,7 +105,7 @@ class Broker:
         self.sockets = SocketServer(self.dispatcher.handle,
                                     max_frame=config.get_int("socket.request.max.bytes"),
                                     max_queued=max(1, config.get_int("max.in.flight.requests.per.connection")),
-                                    on_count=self.metrics.connections.set)
+                                    on_count=self.metrics.connections.set, config=config, metrics=self.metrics)
         self._tasks: list[asyncio.Task[None]] = []
         self._unsubscribe: list[Callable[[], None]] = []
         self._stopped = asyncio.Event()

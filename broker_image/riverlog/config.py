@@ -76,6 +76,17 @@ DEFAULTS: dict[str, str] = {
     "socket.request.max.bytes": "104857600",
     "queued.max.requests": "500",
     "max.in.flight.requests.per.connection": "100",
+    # Connection limits (Kafka's names and defaults; server/socket_server.py). Integer.MAX_VALUE
+    # means no limit; queued.max.request.bytes -1 means no request memory pool.
+    "connections.max.idle.ms": "600000",
+    "max.connections": "2147483647",
+    "max.connections.per.ip": "2147483647",
+    "max.connections.per.ip.overrides": "",
+    "max.connection.creation.rate": "2147483647",
+    "queued.max.request.bytes": "-1",
+    # Riverlog's own (Kafka has none): how long a request frame may take to arrive completely
+    # once its first byte has arrived, before the connection is closed.
+    "socket.request.frame.timeout.ms": "30000",
     "metrics.port": "9404",
     "metrics.host": "",
     "offsets.topic.num.partitions": "50",
@@ -306,6 +317,7 @@ class BrokerConfig:
         if not self.listeners():
             raise ConfigError("listeners is empty (example: listeners=PLAINTEXT://:9092)")
         self._validate_security()
+        self._validate_connection_limits()
         self._validate_roles()
 
     def _validate_security(self) -> None:
@@ -320,6 +332,38 @@ class BrokerConfig:
         refused = refusals(self.props, self.explicit, names)
         if refused:
             raise ConfigError(f"unsupported security configuration: {', '.join(refused)}. {WHAT_TO_DO}")
+
+    def _validate_connection_limits(self) -> None:
+        # Kafka's rules: the limits are ints of at least 0 (2147483647 = none), a per-IP limit of
+        # 0 only with overrides, a pool (when > 0) at least socket.request.max.bytes large.
+        for key in ("max.connections", "max.connections.per.ip", "max.connection.creation.rate"):
+            if not 0 <= self.get_int(key) <= 2147483647:
+                raise ConfigError(f"{key} must be between 0 and 2147483647, got {self.get(key)}")
+        overrides = self.max_connections_per_ip_overrides()
+        if self.get_int("max.connections.per.ip") == 0 and not overrides:
+            raise ConfigError("max.connections.per.ip can be 0 only with max.connections.per.ip.overrides "
+                              "(example: max.connections.per.ip.overrides=127.0.0.1:100)")
+        if self.get_int("connections.max.idle.ms") == 0:
+            raise ConfigError("connections.max.idle.ms must be positive, or negative to never close idle connections")
+        if self.get_int("socket.request.frame.timeout.ms") < 1:
+            raise ConfigError("socket.request.frame.timeout.ms must be at least 1, "
+                              f"got {self.get('socket.request.frame.timeout.ms')}")
+        pool = self.get_int("queued.max.request.bytes")
+        if pool > 0 and pool < self.get_int("socket.request.max.bytes"):
+            raise ConfigError(f"queued.max.request.bytes ({pool}) must be -1 (no pool) or at least "
+                              f"socket.request.max.bytes ({self.get('socket.request.max.bytes')})")
+
+    def max_connections_per_ip_overrides(self) -> dict[str, int]:
+        """``max.connections.per.ip.overrides``: ``host:count,...`` split at each entry's last colon
+        (so IPv6 addresses work), as Kafka parses it."""
+        out: dict[str, int] = {}
+        for entry in filter(None, (e.strip() for e in self.get("max.connections.per.ip.overrides").split(","))):
+            host, sep, count = entry.rpartition(":")
+            if not sep or not host.strip() or not count.strip().isdigit():
+                raise ConfigError(f"max.connections.per.ip.overrides entry {entry!r} must look like host:count "
+                                  "(example: max.connections.per.ip.overrides=10.0.0.7:50,client-host:200)")
+            out[host.strip().strip("[]")] = int(count)
+        return out
 
     def _validate_roles(self) -> None:
         roles = self.process_roles

@@ -40,7 +40,7 @@ class ControllerNode:
         self.health = HealthServer(self.metrics, config.get("metrics.host"), config.get_int("metrics.port"))
         # Only the quorum's peers and the brokers connect here, a handful of connections each.
         self.sockets = SocketServer(self.dispatcher.handle, max_frame=config.get_int("socket.request.max.bytes"),
-                                    max_queued=100)
+                                    max_queued=100, config=config, metrics=self.metrics)
 
     def _controller_stats(self) -> tuple[bool, int]:
         quorum = self.quorum

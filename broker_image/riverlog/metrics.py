@@ -147,6 +147,23 @@ class Metrics:
         self.bytes_out = Counter("riverlog_bytes_out", "Record bytes sent to consumers", ["topic"], registry=r)
         self.records_out = Counter("riverlog_records_out", "Records sent to consumers", ["topic"], registry=r)
         self.connections = Gauge("riverlog_connections", "Open client connections", registry=r)
+        # Connection limits (server/socket_server.py); the reasons name the property that acted.
+        self.connections_refused = Counter(
+            "riverlog_connections_refused",
+            "Connections accepted and closed at once (reason max_connections_per_ip: "
+            "max.connections.per.ip or its override reached)", ["reason"], registry=r)
+        self.connections_delayed = Counter(
+            "riverlog_connections_delayed",
+            "Connections whose accept waited, as Kafka's acceptor does (reason max_connections or "
+            "max_connection_creation_rate)", ["reason"], registry=r)
+        self.connections_closed = Counter(
+            "riverlog_connections_closed",
+            "Connections the broker closed (reason idle: connections.max.idle.ms; request_frame_timeout: "
+            "socket.request.frame.timeout.ms; max_connections: made room for the inter-broker listener)",
+            ["reason"], registry=r)
+        self.queued_request_bytes = Gauge(
+            "riverlog_queued_request_bytes",
+            "Request bytes reserved from the queued.max.request.bytes pools (0 when unbounded)", registry=r)
 
     def track_partitions(self, source: Callable[[], Iterable[PartitionStats]]) -> None:
         self.registry.register(_PartitionCollector(source))

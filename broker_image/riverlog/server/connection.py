@@ -2,8 +2,15 @@
 
 Like Kafka, a connection's requests are handled one at a time, which keeps responses in order
 without reordering buffers. Reading pauses when too many frames are queued, so a fast client
-cannot make the broker buffer without bound. Record data in responses arrives as file regions and
-is sent with ``os.sendfile`` straight from the page cache (zero copy).
+cannot make the broker buffer without bound, and while the request memory pool
+(``queued.max.request.bytes``, ``memory_pool.py``) has nothing to reserve for a frame that has not
+fully arrived (one complete in what was read goes on). A frame is buffered only as far as it has
+arrived. Record data in responses arrives as file regions and is sent with ``os.sendfile`` straight
+from the page cache (zero copy).
+
+The connection keeps the times ``SocketServer`` checks: ``last_active`` (bytes in, a response
+out) for ``connections.max.idle.ms``, ``frame_started`` (the first byte of a frame still
+incomplete, None while the broker itself holds reading back) for the frame deadline.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from dataclasses import dataclass
 from typing import cast
 
 from ..protocol.file_region import FileRegion
+from .memory_pool import MemoryPool
 
 log = logging.getLogger(__name__)
 
@@ -54,64 +62,205 @@ def _sendfile_blocking(sock_fd: int, region: FileRegion, sent: int) -> None:
 
 
 class Connection(asyncio.Protocol):
-    def __init__(self, handler: Handler, *, max_frame: int, max_queued: int, on_close: Callable[[Connection], None]):
+    def __init__(self, handler: Handler, *, max_frame: int, max_queued: int, on_close: Callable[[Connection], None],
+                 pool: MemoryPool | None = None, listener: str = "", ip: str = ""):
         self._handler = handler
         self._max_frame = max_frame
         self._max_queued = max_queued
         self._on_close = on_close
-        self._buf = bytearray()
-        self._queue: asyncio.Queue[memoryview | None] = asyncio.Queue()
+        self._pool = pool
+        self.listener = listener
+        self.ip = ip
+        # The frame being received: its size prefix so far, then its body so far (once its
+        # declared size is reserved in the pool). Without a reservation, reading pauses and what
+        # was read already waits in _stash (at most one read).
+        self._head = bytearray()
+        self._body: bytearray | None = None
+        self._body_size = 0
+        self._waiting_size = 0
+        self._stash = b""
+        # Complete frames and the pool bytes each holds; None once the connection is lost.
+        self._queue: asyncio.Queue[tuple[memoryview, int] | None] = asyncio.Queue()
         self._transport: asyncio.Transport | None = None
-        self._paused_reading = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._paused: set[str] = set()  # why the broker holds reading back: "in-flight", "memory"
         self._writable = asyncio.Event()
         self._writable.set()
         self._worker: asyncio.Task[None] | None = None
+        self._handling = False
+        self.sending_file = False
         self.peer: str = "?"
         self.closed = False
+        self.last_active = 0.0
+        self.frame_started: float | None = None
+
+    @property
+    def made(self) -> bool:
+        """connection_made has run: the times below are the connection's own."""
+        return self._transport is not None
+
+    @property
+    def busy(self) -> bool:
+        """The broker, not the client, is what the connection waits for: a request is being
+        handled, or the next frame waits for pool memory. Such a connection is never idle."""
+        return self._handling or self._waiting_size > 0
 
     # asyncio.Protocol --------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports implement asyncio.Transport without subclassing it.
         self._transport = cast(asyncio.Transport, transport)
+        self._loop = asyncio.get_running_loop()
+        self.last_active = self._loop.time()
+        if self.closed:  # closed before it was made (the server shutting down)
+            transport.close()
+            return
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         sock = transport.get_extra_info("socket")
         if sock is not None:
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self._worker = asyncio.get_running_loop().create_task(self._work())
+        self._worker = self._loop.create_task(self._work())
 
     def data_received(self, data: bytes) -> None:
-        buf = self._buf
-        buf += data
-        while len(buf) >= _SIZE_BYTES:
-            size = int.from_bytes(buf[:_SIZE_BYTES], "big", signed=True)
+        if self.closed:
+            return
+        assert self._loop is not None
+        now = self._loop.time()
+        self.last_active = now
+        if self._waiting_size:
+            # The transport was still delivering when reading paused: keep it with the rest.
+            assert self._pool is not None
+            self._pool.take(len(data))
+            self._stash += data
+            return
+        self._consume(memoryview(data), now)
+
+    def _consume(self, view: memoryview, now: float) -> None:
+        pool = self._pool
+        while view:
+            body = self._body
+            if body is not None:
+                need = self._body_size - len(body)
+                body += view[:need]
+                view = view[need:]
+                if len(body) == self._body_size:
+                    self._body = None
+                    self._deliver(memoryview(body).toreadonly(), self._body_size if pool is not None else 0)
+                continue
+            head = self._head
+            if not head and len(view) >= _SIZE_BYTES:
+                size = int.from_bytes(view[:_SIZE_BYTES], "big", signed=True)
+                view = view[_SIZE_BYTES:]
+            else:
+                take = _SIZE_BYTES - len(head)
+                head += view[:take]
+                view = view[take:]
+                if len(head) < _SIZE_BYTES:
+                    break
+                size = int.from_bytes(head, "big", signed=True)
+                head.clear()
             if size < 8 or size > self._max_frame:
                 # A frame too small to hold a header, negative or beyond socket.request.max.bytes:
                 # the stream can't be trusted any more, so close as Kafka does.
                 log.debug("closing %s: invalid frame size %d (max %d)", self.peer, size, self._max_frame)
                 self.close()
                 return
-            if len(buf) < _SIZE_BYTES + size:
-                break
-            frame = memoryview(bytes(buf[_SIZE_BYTES : _SIZE_BYTES + size]))
-            del buf[: _SIZE_BYTES + size]
-            self._queue.put_nowait(frame)
-        if self._queue.qsize() >= self._max_queued and not self._paused_reading and self._transport:
-            self._paused_reading = True
+            if len(view) >= size:
+                # The whole frame is at hand (one copy): it counts in the pool but never waits,
+                # since holding it back would save no memory.
+                if pool is not None:
+                    pool.take(size)
+                self._deliver(memoryview(bytes(view[:size])), size if pool is not None else 0)
+                view = view[size:]
+                continue
+            if pool is not None and not pool.try_reserve(size):
+                self._wait_for_memory(size, bytes(view))
+                return
+            # Only what has arrived is buffered, never the declared size.
+            self._body = bytearray(view)
+            self._body_size = size
+            break
+        if self._head or self._body is not None:
+            if self.frame_started is None and not self._paused:
+                self.frame_started = now
+        else:
+            self.frame_started = None
+
+    def _deliver(self, frame: memoryview, charged: int) -> None:
+        self.frame_started = None
+        self._queue.put_nowait((frame, charged))
+        if self._queue.qsize() >= self._max_queued:
+            self._pause("in-flight")
+
+    def _wait_for_memory(self, size: int, rest: bytes) -> None:
+        assert self._pool is not None
+        self._waiting_size = size
+        self._stash = rest
+        self._pool.take(len(rest))  # read already: in memory, so counted
+        self._pause("memory")
+        self._pool.wait(size, self._memory_granted)
+
+    def _memory_granted(self) -> None:
+        # Called by the pool with the frame's size reserved for us; carry on in a callback of
+        # our own, not inside whoever released the memory.
+        assert self._loop is not None
+        self._loop.call_soon(self._start_waiting_frame)
+
+    def _start_waiting_frame(self) -> None:
+        assert self._pool is not None
+        size, self._waiting_size = self._waiting_size, 0
+        stash, self._stash = self._stash, b""
+        if self.closed:
+            self._pool.release(size + len(stash))
+            return
+        self._body = bytearray()
+        self._body_size = size
+        self._resume("memory")
+        assert self._loop is not None
+        self._consume(memoryview(stash), self._loop.time())
+        self._pool.release(len(stash))  # now covered by the reservation or by its own frames
+
+    def _pause(self, reason: str) -> None:
+        if not self._paused and self._transport is not None and not self.closed:
             self._transport.pause_reading()
+        self._paused.add(reason)
+        self.frame_started = None  # the broker holds the frame back, not the client
+
+    def _resume(self, reason: str) -> None:
+        if reason not in self._paused:
+            return
+        self._paused.discard(reason)
+        if self._paused or self.closed:
+            return
+        if self._transport is not None:
+            self._transport.resume_reading()
+        if self._head or self._body is not None:
+            assert self._loop is not None
+            self.frame_started = self._loop.time()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self._writable.set()
         self._queue.put_nowait(None)
+        pool = self._pool
+        if pool is not None:
+            if self._waiting_size and pool.cancel(self._memory_granted):
+                # Not granted yet (otherwise _start_waiting_frame releases it all).
+                pool.release(len(self._stash))
+                self._waiting_size, self._stash = 0, b""
+            if self._body is not None:
+                pool.release(self._body_size)
+        self._body = None
         self._on_close(self)
 
     def pause_writing(self) -> None:
         self._writable.clear()
 
     def resume_writing(self) -> None:
+        if self._loop is not None:
+            self.last_active = self._loop.time()  # the client is reading what was sent
         self._writable.set()
 
     # Work --------------------------------------------------------------------------------
@@ -127,19 +276,41 @@ class Connection(asyncio.Protocol):
             self._transport.abort()
         self.closed = True
 
+    def expire(self) -> None:
+        """Close for a limit (idle, frame deadline): politely, unless responses are stuck in the
+        write buffer of a client that does not read them, which would keep it open forever."""
+        if self._transport is not None and self._transport.get_write_buffer_size() > 0:
+            self.abort()
+        else:
+            self.close()
+
+    def _release(self, charged: int) -> None:
+        if charged and self._pool is not None:
+            self._pool.release(charged)
+
     async def _work(self) -> None:
         try:
             while True:
-                frame = await self._queue.get()
-                if frame is None or self.closed:
+                item = await self._queue.get()
+                if item is None or self.closed:
+                    if item is not None:
+                        self._release(item[1])
                     return
-                if self._paused_reading and self._queue.qsize() < self._max_queued // 2 and self._transport:
-                    self._paused_reading = False
-                    self._transport.resume_reading()
-                response = await self._handler(frame, self)
+                frame, charged = item
+                if "in-flight" in self._paused and self._queue.qsize() < self._max_queued // 2:
+                    self._resume("in-flight")
+                self._handling = True
+                try:
+                    response = await self._handler(frame, self)
+                finally:
+                    self._handling = False
+                    del frame
+                    self._release(charged)
                 if response is None:
                     continue
                 await self._send(response.chunks)
+                if self._loop is not None:
+                    self.last_active = self._loop.time()
                 if response.close_after:
                     self.close()
                     return
@@ -151,6 +322,11 @@ class Connection(asyncio.Protocol):
         except Exception:
             log.exception("connection %s: unexpected error, closing", self.peer)
             self.close()
+        finally:
+            while not self._queue.empty():
+                left = self._queue.get_nowait()
+                if left is not None:
+                    self._release(left[1])
 
     async def _send(self, chunks: list[bytes | FileRegion]) -> None:
         transport = self._transport
@@ -188,4 +364,8 @@ class Connection(asyncio.Protocol):
         if sent < region.size:
             # The socket buffer filled up (or the file ended early): finish in a thread that
             # can block on writability without holding up the event loop.
-            await asyncio.get_running_loop().run_in_executor(None, _sendfile_blocking, fd, region, sent)
+            self.sending_file = True  # a thread writes to the socket: SocketServer must not close it
+            try:
+                await asyncio.get_running_loop().run_in_executor(None, _sendfile_blocking, fd, region, sent)
+            finally:
+                self.sending_file = False
