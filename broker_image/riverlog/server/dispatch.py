@@ -1,8 +1,8 @@
 """Request dispatch: header → handler → encoded response, with the protocol's error answers.
 
 Requests the broker cannot understand never hang: an unsupported ApiVersions version gets the
-v0 UNSUPPORTED_VERSION answer (so the client can retry), any other unknown key or version gets
-an UNSUPPORTED_VERSION error and the connection is closed, and undecodable bodies close it.
+v0 UNSUPPORTED_VERSION answer (so the client can retry); any other unknown key or version, and
+any undecodable body, gets the connection closed without an answer, as Kafka does.
 """
 
 from __future__ import annotations
@@ -121,9 +121,7 @@ class Dispatcher:
             # KIP-511: answer in v0 with our ranges so the client can pick a version we know.
             body = dict(self._api_versions_body, error_code=ErrorCode.UNSUPPORTED_VERSION)
             return Response(self._encode(api_versions.RESPONSE, api_key, 0, correlation_id, body))
+        # As Kafka: no answer, the connection is closed (a bare error code is no response any
+        # client could decode as the API it asked for).
         log.debug("closing %s: unsupported api key %d version %d", conn.peer, api_key, version)
-        w = Writer()
-        w.int32(6)
-        w.int32(correlation_id)
-        w.int16(ErrorCode.UNSUPPORTED_VERSION)
-        return Response([bytes(w.buf)], close_after=True)
+        return Response([], close_after=True)
