@@ -320,3 +320,17 @@ def test_produce_v0_to_v2_gets_the_connection_closed(shared: BrokerProcess) -> N
     # Nothing was stored.
     result = produce(shared, topic, v2_batch())
     assert (result["error_code"], result["base_offset"]) == (ErrorCode.NONE, 0)
+
+
+def test_records_of_internal_topics_cannot_be_deleted(shared: BrokerProcess) -> None:
+    (made,) = create(shared, "__transaction_state", partitions=1)
+    assert made["error_code"] in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS)
+    wait_until(lambda: describe(shared, "__transaction_state")["partitions"], timeout=15)
+    # An existing partition of an internal topic is refused; one the metadata does not know is
+    # unknown first, as Kafka checks in that order.
+    for topic, partition, code in (("__transaction_state", 0, ErrorCode.INVALID_TOPIC_EXCEPTION),
+                                   ("__transaction_state", 9, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)):
+        result = call(shared, ApiKey.DELETE_RECORDS, {"topics": [{"name": topic, "partitions": [
+            {"partition_index": partition, "offset": 0}]}], "timeout_ms": 5000})
+        (answer,) = result["topics"][0]["partitions"]
+        assert (answer["error_code"], answer["low_watermark"]) == (code, -1), (topic, partition)

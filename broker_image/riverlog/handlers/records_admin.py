@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..controller.topic_names import INTERNAL_TOPICS
 from ..protocol.errors import ErrorCode, KafkaError
 from ..server.dispatch import RequestContext
 from .common import Body
@@ -18,6 +19,12 @@ async def handle_delete_records(broker: BrokerHost, ctx: RequestContext, req: Bo
         parts = []
         for rp in t["partitions"]:
             index = rp["partition_index"]
+            topic = broker.image.topics.get(t["name"])
+            if t["name"] in INTERNAL_TOPICS and topic is not None and index in topic.partitions:
+                # Kafka refuses these once it knows the partition, before looking for its leader.
+                parts.append({"partition_index": index, "low_watermark": -1,
+                              "error_code": ErrorCode.INVALID_TOPIC_EXCEPTION})
+                continue
             try:
                 p = broker.replicas.leader_partition(t["name"], index)
                 offset = rp["offset"]
