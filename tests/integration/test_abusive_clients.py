@@ -37,6 +37,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from riverlog.protocol.api_keys import ApiKey
 from support.brokers import BrokerProcess
 from support.fuzz import encode_request
+from support.process_control import rss_kib
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -55,11 +56,7 @@ PREFILL_BYTES_PER_PARTITION = 4 << 20
 
 
 def rss_mb(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as fh:
-        for line in fh:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    raise AssertionError("no VmRSS")
+    return rss_kib(pid) / 1024
 
 
 @pytest.fixture(scope="module")

@@ -22,6 +22,7 @@ import urllib.request
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from support.process_control import rss_kib
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
@@ -136,14 +137,6 @@ def metric(broker, name: str, **labels: str) -> float:
         if all(f'{k}="{v}"' in line for k, v in labels.items()):
             return float(line.rsplit(" ", 1)[1])
     return 0.0
-
-
-def rss_kib(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as fh:
-        for line in fh:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise AssertionError("no VmRSS")
 
 
 def raise_fd_limit(needed: int) -> None:

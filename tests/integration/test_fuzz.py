@@ -16,6 +16,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from support.fuzz import FuzzCase, cases, may_stay_unanswered
+from support.process_control import rss_kib
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
@@ -24,14 +25,6 @@ MAX_FRAME = 1 << 20
 WORKERS = 8
 SILENCE_S = 1.0
 TOPIC = "fuzz-target"
-
-
-def rss_kib(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as fh:
-        for line in fh:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise AssertionError("no VmRSS")
 
 
 class Outcomes:

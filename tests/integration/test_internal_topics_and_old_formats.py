@@ -99,6 +99,14 @@ def describe(broker: BrokerProcess, name: str, *, auto_create: bool = False) -> 
     return topic
 
 
+def create_ready(broker: BrokerProcess, name: str, *, may_exist: bool = False) -> None:
+    """A one-partition topic, created (or already there, if ``may_exist``) and known to Metadata."""
+    (made,) = create(broker, name, partitions=1)
+    assert made["error_code"] in ((ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS) if may_exist
+                                  else (ErrorCode.NONE,)), made
+    wait_until(lambda: describe(broker, name)["partitions"], timeout=15)
+
+
 def produce(broker: BrokerProcess, topic: str, records: bytes, *, partition: int = 0, version: int = 12,
             topic_id: uuid.UUID | None = None, client_id: str = "riverlog-tests") -> dict[str, Any]:
     named = {"topic_id": topic_id} if version >= 13 else {"name": topic}
@@ -272,9 +280,7 @@ def test_clients_cannot_produce_to_internal_topics(shared: BrokerProcess) -> Non
 
 def test_old_record_formats_and_extra_batches_are_invalid_records(shared: BrokerProcess) -> None:
     topic = "record-formats"
-    (made,) = create(shared, topic, partitions=1)
-    assert made["error_code"] == ErrorCode.NONE
-    wait_until(lambda: describe(shared, topic)["partitions"], timeout=15)
+    create_ready(shared, topic)
     topic_id = describe(shared, topic)["topic_id"]
     invalid = (ErrorCode.INVALID_RECORD, None)
     for magic in (0, 1):
@@ -308,9 +314,7 @@ def test_old_record_formats_and_extra_batches_are_invalid_records(shared: Broker
 
 def test_produce_v0_to_v2_gets_the_connection_closed(shared: BrokerProcess) -> None:
     topic = "record-formats-v0-v2"
-    (made,) = create(shared, topic, partitions=1)
-    assert made["error_code"] == ErrorCode.NONE
-    wait_until(lambda: describe(shared, topic)["partitions"], timeout=15)
+    create_ready(shared, topic)
     # Kafka closes the connection without a word (and so does Riverlog).
     for version in (0, 1, 2):
         for records in (legacy_message(1, b"k", b"v"), v2_batch()):
@@ -323,9 +327,7 @@ def test_produce_v0_to_v2_gets_the_connection_closed(shared: BrokerProcess) -> N
 
 
 def test_records_of_internal_topics_cannot_be_deleted(shared: BrokerProcess) -> None:
-    (made,) = create(shared, "__transaction_state", partitions=1)
-    assert made["error_code"] in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS)
-    wait_until(lambda: describe(shared, "__transaction_state")["partitions"], timeout=15)
+    create_ready(shared, "__transaction_state", may_exist=True)
     # An existing partition of an internal topic is refused; one the metadata does not know is
     # unknown first, as Kafka checks in that order.
     for topic, partition, code in (("__transaction_state", 0, ErrorCode.INVALID_TOPIC_EXCEPTION),

@@ -17,6 +17,16 @@ from pathlib import Path
 STOP_TIMEOUT = 30.0
 
 
+def rss_kib(pid: int) -> int:
+    """The resident memory of process ``pid`` (VmRSS), in KiB: how the memory-bound tests watch a
+    broker (Riverlog's Python process or Kafka's JVM alike)."""
+    with open(f"/proc/{pid}/status") as fh:
+        for line in fh:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise AssertionError(f"no VmRSS for pid {pid}")
+
+
 class SignalledProcess:
     """A child process, its log file and whether we froze it (``paused``).
 
