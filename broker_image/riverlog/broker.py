@@ -25,6 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from .clock import now_ms
 from .cluster.log_cleaner import LogCleaner
+from .cluster.log_dirs import LogDirs
 from .cluster.partition import Partition
 from .cluster.replica_manager import ReplicaManager
 from .config import BrokerConfig, Voter
@@ -86,9 +87,13 @@ class Broker:
             self.cluster_id = read_or_create_cluster_id(self.log_dir, self.node_id, controller.image.cluster_id)
             self.controller = controller
         self.broker_epoch = -1
-        self.replicas = ReplicaManager(config, self.node_id, self.log_dir, on_follower_append=self.flush_if_needed)
+        # Every log directory, checked against meta.properties; one that fails is offline.
+        self.log_dirs = LogDirs(log_dirs, self.cluster_id, self.node_id)
+        self.replicas = ReplicaManager(config, self.node_id, self.log_dirs, on_follower_append=self.flush_if_needed,
+                                       on_partitions_offline=self._partitions_went_offline)
         self.metrics = Metrics()
         self.metrics.track_partitions(self.replicas.stats)
+        self.metrics.track_log_dirs(lambda: [(str(d.path), d.online) for d in self.log_dirs.dirs])
         self.coordinator = GroupCoordinator(GroupConfig.from_broker(config), self.node_id, self.replicas,
                                             self.controller)
         self.metrics.track_consumer_groups(self.coordinator.offset_samples, self.coordinator.group_samples)
@@ -154,7 +159,7 @@ class Broker:
             "Riverlog broker %d ready in %.2fs: cluster %s, %d partitions, listeners %s, data in %s",
             self.node_id, time.monotonic() - started, self.cluster_id, len(self.replicas.partitions),
             ", ".join(f"{lst.name}://{lst.host or '0.0.0.0'}:{lst.port}" for lst in self.config.client_listeners()),
-            self.log_dir,
+            ", ".join(str(d.path) + ("" if d.online else " (offline)") for d in self.log_dirs.dirs),
         )
 
     async def _join_quorum(self) -> None:
@@ -210,6 +215,11 @@ class Broker:
                 await self._heartbeat()
             except Exception:
                 log.exception("broker %d: heartbeat failed", self.node_id)
+
+    def _partitions_went_offline(self) -> None:
+        # The group coordinator lets go of offsets partitions whose directory went offline (the
+        # clients of those groups then look for their coordinator again and get an error).
+        self.coordinator.on_image(self.controller.image)
 
     def flush_if_needed(self, partition: Partition) -> None:
         if partition.log.needs_flush:

@@ -131,6 +131,24 @@ class _ControllerCollector(Collector):
                                 value=offline if active else 0)
 
 
+class _LogDirCollector(Collector):
+    """Kafka's LogDirectoryOffline and OfflineLogDirectoryCount: alert on the count above 0."""
+
+    def __init__(self, source: Callable[[], Iterable[tuple[str, bool]]]) -> None:
+        self._source = source
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        dirs = list(self._source())
+        offline = GaugeMetricFamily("riverlog_log_dir_offline",
+                                    "1 if the log directory went offline after a disk error (until restart)",
+                                    labels=["log_dir"])
+        for path, online in dirs:
+            offline.add_metric([path], 0 if online else 1)
+        yield offline
+        yield GaugeMetricFamily("riverlog_offline_log_dirs_count", "Log directories offline on this broker",
+                                value=sum(1 for _, online in dirs if not online))
+
+
 class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
@@ -174,6 +192,9 @@ class Metrics:
 
     def track_controller(self, source: Callable[[], ControllerStats]) -> None:
         self.registry.register(_ControllerCollector(source))
+
+    def track_log_dirs(self, source: Callable[[], Iterable[tuple[str, bool]]]) -> None:
+        self.registry.register(_LogDirCollector(source))
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -296,12 +296,14 @@ def test_alert_rules_fire_when_they_should(helm_env: dict[str, str], tmp_path: P
             series("riverlog_offline_partitions_count", "0 0 2x20", pod="demo-0", **demo),
             series("riverlog_under_replicated_partitions", "0 1x21", pod="demo-1", **demo),
             series("up", "1 1 0x20", pod="demo-2", **demo),
+            series("riverlog_offline_log_dirs_count", "0 0 0 1x19", pod="demo-1", **demo),
             series("riverlog_consumer_group_lag", "5000x22", group="billing", topic="orders", partition="0", **demo),
             # calm: healthy, and its small lag stays under the threshold.
             series("riverlog_active_controller_count", "1x22", pod="calm-0", **calm),
             series("riverlog_offline_partitions_count", "0x22", pod="calm-0", **calm),
             series("riverlog_under_replicated_partitions", "0x22", pod="calm-0", **calm),
             series("up", "1x22", pod="calm-0", **calm),
+            series("riverlog_offline_log_dirs_count", "0x22", pod="calm-0", **calm),
             series("riverlog_consumer_group_lag", "10x22", group="fast", topic="orders", partition="0", **calm),
         ],
         "alert_rule_test": [
@@ -312,6 +314,11 @@ def test_alert_rules_fire_when_they_should(helm_env: dict[str, str], tmp_path: P
             {"eval_time": "4m", "alertname": "RiverlogOfflinePartitions", "exp_alerts": [{
                 "exp_labels": {"severity": "critical", "namespace": "prod", "riverlog_cluster": "demo"},
                 "exp_annotations": {"summary": "Offline partitions in Riverlog cluster prod/demo"}}]},
+            {"eval_time": "2m", "alertname": "RiverlogLogDirectoryOffline", "exp_alerts": []},
+            {"eval_time": "3m", "alertname": "RiverlogLogDirectoryOffline", "exp_alerts": [{
+                "exp_labels": {"severity": "critical", "namespace": "prod", "riverlog_cluster": "demo",
+                               "pod": "demo-1"},
+                "exp_annotations": {"summary": "Riverlog broker prod/demo-1 has 1 offline log directories"}}]},
             {"eval_time": "5m", "alertname": "RiverlogUnderReplicatedPartitions", "exp_alerts": []},
             {"eval_time": "7m", "alertname": "RiverlogUnderReplicatedPartitions", "exp_alerts": [{
                 "exp_labels": {"severity": "warning", "namespace": "prod", "riverlog_cluster": "demo"},

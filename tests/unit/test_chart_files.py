@@ -56,6 +56,7 @@ def known_metric_names() -> set[str]:
     broker.track_partitions(lambda: [("t", 0, 1, 0, 1, 1, True, 1, 1)])
     broker.track_consumer_groups(lambda: [("g", "t", 0, 0, 1)], lambda: [("g", "Stable", 1)])
     broker.track_controller(lambda: (True, 0))
+    broker.track_log_dirs(lambda: [("/data", True)])
     from riverlog_operator.metrics import REGISTRY as operator_registry
 
     return exported_names(broker.registry) | exported_names(operator_registry) | {"up"}
@@ -109,7 +110,7 @@ def test_dashboard_reads_only_metrics_that_exist() -> None:
         assert names <= known, f"{expr}: unknown {names - known}"
         used |= names
     # The headline gauges the alerts are about are all on the dashboard.
-    assert {"riverlog_active_controller_count", "riverlog_offline_partitions_count",
+    assert {"riverlog_active_controller_count", "riverlog_offline_partitions_count", "riverlog_offline_log_dirs_count",
             "riverlog_under_replicated_partitions", "riverlog_consumer_group_lag"} <= used
 
 

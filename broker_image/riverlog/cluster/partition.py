@@ -83,6 +83,8 @@ class Partition:
     ineligible: frozenset[int] = frozenset()
     replica_lag_time_max_ms: int = 30_000
     flush_pending: bool = False
+    # Its log directory is offline (a disk error): KAFKA_STORAGE_ERROR until the broker restarts.
+    offline: bool = False
     # Futures resolved when the high watermark moves (acks=all) or data arrives (fetch waits).
     _hw_waiters: list[tuple[int, asyncio.Future[None]]] = field(default_factory=list)
     _data_waiters: list[asyncio.Future[None]] = field(default_factory=list)
@@ -164,6 +166,9 @@ class Partition:
 
     def check_leader(self, current_leader_epoch: int = -1) -> None:
         """Raise the error a client must see when this broker can't serve the partition."""
+        if self.offline:
+            raise KafkaError(f"the log directory of {self.topic}-{self.index} is offline on this broker",
+                             ErrorCode.KAFKA_STORAGE_ERROR)
         if current_leader_epoch >= 0:
             if current_leader_epoch < self.leader_epoch:
                 raise KafkaError("", ErrorCode.FENCED_LEADER_EPOCH)

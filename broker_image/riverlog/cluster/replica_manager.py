@@ -7,6 +7,10 @@ the background, as Kafka does, so a crash mid-delete can't resurrect them; a sta
 leftover and finishes the job). A replica added by a reassignment is a follower like any other:
 it fetches from the log start, and the leader proposes it for the ISR once it has caught up.
 
+Logs live in the broker's log directories (``log_dirs.py``). When a disk error takes a directory
+offline, every partition in it goes offline here: its waiters fail, its fetcher stops, its log is
+let go as a crash would leave it, and requests for it answer KAFKA_STORAGE_ERROR until a restart.
+
 As leader it also turns follower fetches into ISR decisions: expansion when a follower caught
 up, shrinking when one lags (``shrink_isrs``, run periodically by the broker). Proposals go to
 the controller as AlterPartition requests, batched, at most one in flight per partition; the
@@ -34,6 +38,7 @@ from ..protocol.errors import ErrorCode, KafkaError
 from ..storage import Log, LogConfig
 from ..topic_config import effective_configs
 from .fetcher import FetcherConfig, ReplicaFetcherManager
+from .log_dirs import LogDir, LogDirs
 from .partition import Partition
 
 if TYPE_CHECKING:
@@ -76,11 +81,17 @@ def partition_dir_name(topic: str, partition: int) -> str:
 
 
 class ReplicaManager:
-    def __init__(self, config: BrokerConfig, node_id: int, log_dir: Path,
-                 on_follower_append: Callable[[Partition], None] | None = None) -> None:
+    def __init__(self, config: BrokerConfig, node_id: int, log_dirs: LogDirs,
+                 on_follower_append: Callable[[Partition], None] | None = None,
+                 on_partitions_offline: Callable[[], None] | None = None) -> None:
         self.config = config
         self.node_id = node_id
-        self.log_dir = log_dir
+        self.log_dirs = log_dirs
+        log_dirs.on_offline = self._dir_went_offline
+        self.on_partitions_offline = on_partitions_offline
+        self._loop: asyncio.AbstractEventLoop | None = None
+        # Where each partition found at start-up lives; new ones are placed by log_dirs.choose().
+        self._found: dict[str, Path] = {}
         self.partitions: dict[tuple[str, int], Partition] = {}
         self._now_ms = 0
         self.image = MetadataImage()
@@ -105,6 +116,10 @@ class ReplicaManager:
         p.check_leader(current_leader_epoch)
         return p
 
+    def online_partitions(self) -> list[Partition]:
+        # A copy: flush threads call this while the event loop may add or remove partitions.
+        return [p for p in list(self.partitions.values()) if not p.offline]
+
     def stats(self) -> Iterator[PartitionStats]:
         for (topic, index), p in list(self.partitions.items()):
             yield (topic, index, p.log.size_bytes(), p.log.log_start_offset, p.log.log_end_offset,
@@ -116,22 +131,42 @@ class ReplicaManager:
         """At start-up: recover every hosted log (in parallel threads) and clear deleted ones."""
         self._now_ms = now_ms
         self.image = image
-        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self._found = self._scan_log_dirs()
         wanted = list(self._hosted(image))
         with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
             opened = list(pool.map(lambda item: (item, self._open_log(image, *item)), wanted))
         for (topic, part), log_obj in opened:
             self._install(image, topic, part, log_obj)
         known = {partition_dir_name(t.name, p.partition) for t, p in wanted}
-        for entry in self.log_dir.iterdir():
-            if entry.is_dir() and entry.name.endswith(DELETE_SUFFIX):
-                shutil.rmtree(entry, ignore_errors=True)
-            elif entry.is_dir() and not entry.name.startswith("__cluster_metadata") \
-                    and (entry / "partition.metadata").exists() and entry.name not in known:
-                log.info("removing %s: this broker no longer hosts it", entry.name)
-                shutil.rmtree(entry, ignore_errors=True)
+        for d in self.log_dirs.online():
+            for entry in d.path.iterdir():
+                if entry.is_dir() and entry.name.endswith(DELETE_SUFFIX):
+                    shutil.rmtree(entry, ignore_errors=True)
+                elif entry.is_dir() and not entry.name.startswith("__cluster_metadata") \
+                        and (entry / "partition.metadata").exists() and entry.name not in known:
+                    log.info("removing %s: this broker no longer hosts it", entry)
+                    shutil.rmtree(entry, ignore_errors=True)
+        self._found = {}
 
+    def _scan_log_dirs(self) -> dict[str, Path]:
+        """Partition directories already on disk, by name, in every log directory we can read."""
+        found: dict[str, Path] = {}
+        for d in self.log_dirs.dirs:
+            try:
+                entries = [e for e in d.path.iterdir() if e.is_dir() and (e / "partition.metadata").exists()]
+            except OSError as exc:
+                log.error("cannot list log directory %s: %s", d.path, exc)
+                continue
+            for entry in entries:
+                if entry.name in found:
+                    # Kafka refuses to start on this; we keep the first and say which.
+                    log.error("%s exists in two log directories (%s and %s); using the first. Remove the "
+                              "stale copy.", entry.name, found[entry.name].parent, d.path)
+                    continue
+                found[entry.name] = entry
+        return found
     def on_image(self, old: MetadataImage, new: MetadataImage, now_ms: int) -> None:
+        self._loop = asyncio.get_running_loop()
         self._now_ms = now_ms
         self.image = new
         for topic_name, topic in old.topics.items():
@@ -160,23 +195,94 @@ class ReplicaManager:
                     yield topic, part
 
     def _open_log(self, image: MetadataImage, topic: TopicImage, part: PartitionImage) -> Log:
-        directory = self.log_dir / partition_dir_name(topic.name, part.partition)
+        """Open (or create) the partition's log where it is, or in the least loaded online
+        directory; a disk error takes that directory offline, and a new partition then tries
+        the next one. With no directory left the log is a stand-in answering KAFKA_STORAGE_ERROR."""
+        name = partition_dir_name(topic.name, part.partition)
+        config = log_config_from(effective_configs(image.topic_configs(topic.name), self.config))
+        existing = self._found.get(name)
+        while True:
+            if existing is not None:
+                home = self.log_dirs.containing(existing)
+            else:
+                home = self.log_dirs.choose(self._load_by_dir())
+            if home is None or not home.online:
+                where = existing or ((home.path if home else self.log_dirs.dirs[0].path) / name)
+                log.error("%s-%d is offline on this broker: its log directory %s is offline", topic.name,
+                          part.partition, where.parent)
+                return Log.unavailable(where, config)
+            directory = home.path / name
+            try:
+                log_obj = self._open_in(directory, topic, config)
+            except (OSError, KafkaError) as exc:
+                if isinstance(exc, KafkaError) and exc.code != ErrorCode.KAFKA_STORAGE_ERROR:
+                    raise
+                self.log_dirs.fail(home, f"{exc} opening {name}")
+                continue
+            log_obj.on_io_error = self._on_log_io_error
+            return log_obj
+
+    def _open_in(self, directory: Path, topic: TopicImage, config: LogConfig) -> Log:
         directory.mkdir(parents=True, exist_ok=True)
         meta = directory / "partition.metadata"
         if not meta.exists():
             meta.write_text(f"version: 0\ntopic_id: {topic.topic_id}\n")
-        cfg = effective_configs(image.topic_configs(topic.name), self.config)
-        return Log.open(directory, log_config_from(cfg), now_ms=self._now_ms)
+        return Log.open(directory, config, now_ms=self._now_ms)
 
+    def _load_by_dir(self) -> dict[Path, int]:
+        load: dict[Path, int] = {}
+        for p in self.partitions.values():
+            parent = p.log.directory.parent
+            load[parent] = load.get(parent, 0) + 1
+        return load
+
+    # Log directory failures --------------------------------------------------------------
+
+    def _on_log_io_error(self, log_obj: Log, exc: OSError) -> None:
+        """A log hit a disk error (any thread): its directory goes offline."""
+        home = self.log_dirs.containing(log_obj.directory)
+        if home is not None:
+            self.log_dirs.fail(home, f"{exc.strerror or exc} in {log_obj.directory.name}")
+
+    def _dir_went_offline(self, home: LogDir) -> None:
+        # Partitions, waiters and fetchers belong to the event loop: hand the work over to it
+        # (at start-up, before there is one serving, do it here).
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            self._take_offline(home)
+        else:
+            loop.call_soon_threadsafe(self._take_offline, home)
+
+    def _take_offline(self, home: LogDir) -> None:
+        taken = []
+        for key, p in self.partitions.items():
+            if p.offline or p.log.directory.parent != home.path:
+                continue
+            p.offline = True
+            self.fetchers.unfollow(p)
+            self._proposals.pop(key, None)
+            p.fail_waiters(ErrorCode.KAFKA_STORAGE_ERROR)
+            p.leader = -1
+            try:
+                p.log.abandon()  # no flush, no checkpoint: the next start recovers it
+            except Exception:
+                log.exception("letting go of %s-%d failed", p.topic, p.index)
+            taken.append(f"{p.topic}-{p.index}")
+        if taken:
+            log.error("partitions offline on this broker with log directory %s: %s", home.path, ", ".join(taken))
+            if self.on_partitions_offline is not None:
+                self.on_partitions_offline()
     def _install(self, image: MetadataImage, topic: TopicImage, part: PartitionImage, log_obj: Log) -> None:
         cfg = effective_configs(image.topic_configs(topic.name), self.config)
         p = Partition(topic.name, part.partition, topic.topic_id, log_obj, self.node_id,
                       min_insync_replicas=int(cfg["min.insync.replicas"]),
-                      replica_lag_time_max_ms=self.replica_lag_time_max_ms)
+                      replica_lag_time_max_ms=self.replica_lag_time_max_ms, offline=log_obj.closed)
         self.partitions[(topic.name, part.partition)] = p
         self._apply_partition(p, topic, part)
 
     def _apply_partition(self, p: Partition, topic: TopicImage, part: PartitionImage) -> None:
+        if p.offline:
+            return  # neither leads nor follows until a restart brings its directory back
         now = self._now_ms
         if part.leader == self.node_id:
             self.fetchers.unfollow(p)
@@ -243,6 +349,7 @@ class ReplicaManager:
 
     def attach(self, controller: ControllerApi, broker_epoch: int) -> None:
         """Registered: ISR changes may now be proposed, and fetches carry our broker epoch."""
+        self._loop = asyncio.get_running_loop()
         self.controller = controller
         self.broker_epoch = broker_epoch
 
@@ -266,7 +373,7 @@ class ReplicaManager:
 
     def shrink_isrs(self, now_ms: int) -> None:
         """Propose removing followers that lag more than replica.lag.time.max.ms (periodic)."""
-        for p in list(self.partitions.values()):
+        for p in self.online_partitions():
             if not p.is_leader or p.pending_isr is not None or len(p.isr) <= 1:
                 continue
             lagging = set(p.out_of_sync_replicas(now_ms))
@@ -330,7 +437,7 @@ class ReplicaManager:
     # Housekeeping ------------------------------------------------------------------------
 
     def maintenance(self, now_ms: int) -> None:
-        for p in list(self.partitions.values()):
+        for p in self.online_partitions():
             try:
                 p.log.maintenance(now_ms)
             except Exception:
@@ -338,7 +445,7 @@ class ReplicaManager:
 
     def flush_all(self) -> None:
         """fsync every log (called from a worker thread; a log deleted meanwhile is skipped)."""
-        for p in list(self.partitions.values()):
+        for p in self.online_partitions():
             try:
                 p.log.flush()
             except Exception:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..protocol.errors import ErrorCode
@@ -40,26 +41,41 @@ async def handle_describe_cluster(broker: BrokerHost, ctx: RequestContext, req: 
 
 
 async def handle_describe_log_dirs(broker: BrokerHost, ctx: RequestContext, req: Body) -> Body:
+    """One result per log directory, as Kafka answers: an offline directory has the error
+    KAFKA_STORAGE_ERROR, no partitions and unknown (-1) sizes."""
     wanted = req.get("topics")
     selected: dict[str, set[int] | None] | None = None
     if wanted is not None:
         selected = {t["topic"]: set(t["partitions"]) for t in wanted}
-    by_topic: dict[str, list[Body]] = {}
+    by_dir: dict[Path, dict[str, list[Body]]] = {}
     for (topic, index), p in sorted(broker.replicas.partitions.items()):
+        if p.offline:
+            continue
         if selected is not None:
             want = selected.get(topic)
             if want is None or index not in want:
                 continue
-        by_topic.setdefault(topic, []).append({
+        by_dir.setdefault(p.log.directory.parent, {}).setdefault(topic, []).append({
             "partition_index": index, "partition_size": p.log.size_bytes(),
             "offset_lag": max(0, p.log.log_end_offset - p.high_watermark), "is_future_key": False,
         })
-    usage = shutil.disk_usage(broker.log_dir)
-    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "results": [{
-        "error_code": ErrorCode.NONE, "log_dir": str(broker.log_dir),
-        "topics": [{"name": name, "partitions": parts} for name, parts in by_topic.items()],
-        "total_bytes": usage.total, "usable_bytes": usage.free,
-    }]}
+    results = []
+    for d in broker.replicas.log_dirs.dirs:
+        total = usable = -1
+        error = ErrorCode.NONE if d.online else ErrorCode.KAFKA_STORAGE_ERROR
+        if d.online:
+            try:
+                usage = shutil.disk_usage(d.path)
+                total, usable = usage.total, usage.free
+            except OSError:
+                pass
+        topics = by_dir.get(d.path, {}) if d.online else {}
+        results.append({
+            "error_code": error, "log_dir": str(d.path),
+            "topics": [{"name": name, "partitions": parts} for name, parts in topics.items()],
+            "total_bytes": total, "usable_bytes": usable,
+        })
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "results": results}
 
 
 async def handle_elect_leaders(broker: BrokerHost, ctx: RequestContext, req: Body) -> Body:

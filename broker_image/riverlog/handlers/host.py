@@ -10,7 +10,6 @@ comes from ``riverlog.clock``.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
@@ -51,9 +50,6 @@ class BrokerHost(QuorumHost, Protocol):
 
     @property
     def config(self) -> BrokerConfig: ...
-
-    @property
-    def log_dir(self) -> Path: ...
 
     @property
     def image(self) -> MetadataImage:

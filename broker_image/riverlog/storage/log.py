@@ -22,6 +22,11 @@ live beside it, and :class:`Log` delegates to them:
 Threading: the event loop appends and reads; flush(), open() and maintenance() may run in a thread
 pool. One lock guards the in-memory state; fsyncs happen outside it so a slow disk does not stall
 appends.
+
+Disk errors: any OSError while writing, rolling, flushing, truncating or maintaining the log is
+reported to ``on_io_error`` (the owner takes the whole log directory offline, as Kafka's
+LogDirFailureChannel does) and surfaces as KAFKA_STORAGE_ERROR. The log is not patched up after
+such an error: its owner abandons it, and the next start recovers what reached the disk.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ import os
 import shutil
 import threading
 from bisect import bisect_right
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -80,6 +86,10 @@ def _out_of_range(message: str) -> KafkaError:
     return KafkaError(message, ErrorCode.OFFSET_OUT_OF_RANGE)
 
 
+# Told of a disk error in a log (the log, and what failed); may be called from any thread.
+IoErrorHandler = Callable[["Log", OSError], None]
+
+
 class Log:
     """One partition's log. Its underscore members are private to the storage package: retention.py
     and segment_swap.py use some of them, under the lock, through the protocols they declare
@@ -102,6 +112,15 @@ class Log:
         # Bumped by every truncation: a compaction pass planned before one must not swap after it.
         self.truncations = 0
         self._closed = False
+        self.on_io_error: IoErrorHandler | None = None
+
+    @classmethod
+    def unavailable(cls, directory: Path, config: LogConfig) -> Log:
+        """A stand-in for a log that could not be opened (its directory is offline): every
+        operation answers KAFKA_STORAGE_ERROR, nothing touches the disk."""
+        log = cls(directory, config)
+        log._closed = True
+        return log
 
     # ------------------------------------------------------------------ opening (log_loader.py)
 
@@ -128,7 +147,19 @@ class Log:
 
     def _check_open(self) -> None:
         if self._closed:
-            raise KafkaError(f"log {self.directory} is closed", ErrorCode.KAFKA_STORAGE_ERROR)
+            raise KafkaError(f"log {self.directory} is not available", ErrorCode.KAFKA_STORAGE_ERROR)
+
+    @contextlib.contextmanager
+    def _disk(self, what: str) -> Iterator[None]:
+        """Run disk work: an OSError is reported to the owner and becomes KAFKA_STORAGE_ERROR."""
+        try:
+            yield
+        except OSError as exc:
+            handler = self.on_io_error
+            # A log closed meanwhile (deleted, reassigned away) explains its own missing files.
+            if handler is not None and not self._closed:
+                handler(self, exc)
+            raise KafkaError(f"{what} {self.directory.name} failed: {exc}", ErrorCode.KAFKA_STORAGE_ERROR) from exc
 
     @property
     def active_segment(self) -> LogSegment:
@@ -231,10 +262,11 @@ class Log:
                 record_count += header.record_count
                 base = last + 1
 
-            self._write(view, appended, first_offset, base - 1, max_timestamp, now_ms)
-            self.producers.commit(pending)
-            if self.epochs.assign(leader_epoch, first_offset):
-                self.epochs.write()
+            with self._disk("appending to"):
+                self._write(view, appended, first_offset, base - 1, max_timestamp, now_ms)
+                self.producers.commit(pending)
+                if self.epochs.assign(leader_epoch, first_offset):
+                    self.epochs.write()
             self.log_end_offset = base
             self.unflushed_messages += record_count
             return AppendInfo(
@@ -284,11 +316,12 @@ class Log:
                 appended.append((header.position, header.size, header.last_offset, header.max_timestamp))
             first, last = headers[0].base_offset, headers[-1].last_offset
             max_timestamp = max(h.max_timestamp for h in headers)
-            self._write(view, appended, first, last, max_timestamp, now_ms)
-            for header in headers:
-                self.producers.replay(header, header.max_timestamp if header.is_log_append_time else -1)
-                if self.epochs.assign(header.partition_leader_epoch, header.base_offset):
-                    self.epochs.write()
+            with self._disk("appending to"):
+                self._write(view, appended, first, last, max_timestamp, now_ms)
+                for header in headers:
+                    self.producers.replay(header, header.max_timestamp if header.is_log_append_time else -1)
+                    if self.epochs.assign(header.partition_leader_epoch, header.base_offset):
+                        self.epochs.write()
             self.log_end_offset = last + 1
             count = sum(h.record_count for h in headers)
             self.unflushed_messages += count
@@ -324,10 +357,11 @@ class Log:
         size_before = active.size
         try:
             active.append(data, appended, config.index_interval_bytes)
-        except OSError as exc:
+        except OSError:
+            # Cut the partial batch off if the disk still lets us; recovery does it otherwise.
             with contextlib.suppress(OSError):
                 os.ftruncate(active.fd, size_before)
-            raise KafkaError(f"cannot write to {active.log_path}: {exc}", ErrorCode.KAFKA_STORAGE_ERROR) from exc
+            raise
 
     def _roll(self, new_base: int, now_ms: int) -> None:
         active = self.active_segment
@@ -346,7 +380,7 @@ class Log:
 
     def roll(self, now_ms: int) -> None:
         """Start a new segment at the log end (if the active one holds anything)."""
-        with self._lock:
+        with self._lock, self._disk("rolling"):
             self._check_open()
             if self.active_segment.size > 0:
                 self._roll(self.log_end_offset, now_ms)
@@ -431,7 +465,8 @@ class Log:
 
     def delete_records_before(self, offset: int) -> int:
         """DeleteRecords: move the log start offset up to ``offset`` (-1: the high watermark)."""
-        return retention.delete_records_before(self, offset)
+        with self._disk("deleting records of"):
+            return retention.delete_records_before(self, offset)
 
     def apply_retention(self, now_ms: int) -> int:
         """Delete whole segments past retention.ms / retention.bytes, or below the log start offset.
@@ -441,7 +476,8 @@ class Log:
     def maintenance(self, now_ms: int) -> None:
         """Periodic work: retention, time-based roll of an idle segment, delayed file deletion,
         expiry of idle producers."""
-        retention.run_maintenance(self, now_ms)
+        with self._disk("maintaining"):
+            retention.run_maintenance(self, now_ms)
 
     # ------------------------------------------------------------------ compaction (cleaner.py)
 
@@ -467,7 +503,7 @@ class Log:
 
     def truncate_to(self, offset: int) -> None:
         """Remove everything from ``offset`` on (the batch containing it included)."""
-        with self._lock:
+        with self._lock, self._disk("truncating"):
             self._check_open()
             if offset >= self.log_end_offset:
                 # Nothing to cut, but an epoch may start at the log end: this replica led that
@@ -493,7 +529,7 @@ class Log:
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop the whole log and restart it empty at ``offset`` (a follower far behind the leader)."""
-        with self._lock:
+        with self._lock, self._disk("truncating"):
             self._check_open()
             for segment in self.segments:
                 segment.mark_deleted()
@@ -529,6 +565,10 @@ class Log:
 
     def flush(self) -> None:
         """fsync everything written so far, then move the recovery point up to it."""
+        with self._disk("flushing"):
+            self._flush()
+
+    def _flush(self) -> None:
         with self._lock:
             if self._closed:
                 return
