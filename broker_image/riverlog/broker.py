@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from .clock import now_ms
+from .cluster.fetch_sessions import FetchSessionCache
 from .cluster.log_cleaner import LogCleaner
 from .cluster.log_dirs import LogDirs
 from .cluster.partition import Partition
@@ -91,6 +92,7 @@ class Broker:
         self.log_dirs = LogDirs(log_dirs, self.cluster_id, self.node_id)
         self.replicas = ReplicaManager(config, self.node_id, self.log_dirs, on_follower_append=self.flush_if_needed,
                                        on_partitions_offline=self._partitions_went_offline)
+        self.fetch_sessions = FetchSessionCache(config.get_int("max.incremental.fetch.session.cache.slots"))
         self.metrics = Metrics()
         self.metrics.track_partitions(self.replicas.stats)
         self.metrics.track_log_dirs(lambda: [(str(d.path), d.online) for d in self.log_dirs.dirs])

@@ -115,6 +115,8 @@ DEFAULTS: dict[str, str] = {
     "replica.fetch.wait.max.ms": "500",
     "replica.fetch.min.bytes": "1",
     "replica.fetch.backoff.ms": "1000",
+    # Incremental fetch sessions (KIP-227) the broker keeps, for consumers and followers together.
+    "max.incremental.fetch.session.cache.slots": "1000",
     "replica.socket.timeout.ms": "30000",
     # Faster than Kafka's 2000/9000 on purpose: a local cluster should fail over in about two
     # seconds (a broker is fenced once it misses heartbeats for the session timeout).

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from ..cluster.fetch_sessions import FetchSessionCache
     from ..cluster.partition import Partition
     from ..cluster.replica_manager import ReplicaManager
     from ..config import BrokerConfig
@@ -63,6 +64,11 @@ class BrokerHost(QuorumHost, Protocol):
 
     @property
     def replicas(self) -> ReplicaManager: ...
+
+    @property
+    def fetch_sessions(self) -> FetchSessionCache:
+        """Incremental fetch sessions (KIP-227) of this broker's consumers and followers."""
+        ...
 
     @property
     def coordinator(self) -> GroupCoordinator: ...
