@@ -19,7 +19,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import select
 import socket
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -42,23 +41,45 @@ class Response:
 Handler = Callable[[memoryview, "Connection"], Awaitable[Response | None]]
 
 
-def _sendfile_blocking(sock_fd: int, region: FileRegion, sent: int) -> None:
-    """Finish a sendfile the event loop could not complete at once, waiting for writability."""
-    poller = select.poll()
-    poller.register(sock_fd, select.POLLOUT)
+# A client that reads nothing of a fetch response for this long is given up on.
+SENDFILE_STALL_S = 30.0
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+async def _sendfile_when_writable(sock_fd: int, region: FileRegion, sent: int) -> None:
+    """Finish a sendfile the socket could not take at once, on the event loop: wait for the
+    socket to be writable, send what it takes, repeat. No thread waits on a slow reader.
+
+    The transport owns ``sock_fd`` (the loop refuses a second watcher on it), so writability is
+    watched on a duplicate of the descriptor: same socket, own registration, closed after."""
+    loop = asyncio.get_running_loop()
     in_fd = region.fileno()
-    while sent < region.size:
-        try:
-            n = os.sendfile(sock_fd, in_fd, region.position + sent, region.size - sent)
-        except BlockingIOError:
-            n = -1
-        if n == 0:
-            raise ConnectionError("file region shorter than expected (segment truncated?)")
-        if n > 0:
-            sent += n
-            continue
-        if not poller.poll(30_000):
-            raise TimeoutError("client did not read its fetch response for 30 s")
+    watch_fd = os.dup(sock_fd)
+    try:
+        while sent < region.size:
+            try:
+                n = os.sendfile(watch_fd, in_fd, region.position + sent, region.size - sent)
+            except BlockingIOError:
+                n = -1
+            if n == 0:
+                raise ConnectionError("file region shorter than expected (segment truncated?)")
+            if n > 0:
+                sent += n
+                continue
+            writable: asyncio.Future[None] = loop.create_future()
+            loop.add_writer(watch_fd, _resolve, writable)
+            try:
+                await asyncio.wait_for(writable, SENDFILE_STALL_S)
+            except TimeoutError:
+                raise TimeoutError(f"client did not read its fetch response for {SENDFILE_STALL_S:.0f} s") from None
+            finally:
+                loop.remove_writer(watch_fd)
+    finally:
+        os.close(watch_fd)
 
 
 class Connection(asyncio.Protocol):
@@ -362,10 +383,9 @@ class Connection(asyncio.Protocol):
         except BlockingIOError:
             sent = 0
         if sent < region.size:
-            # The socket buffer filled up (or the file ended early): finish in a thread that
-            # can block on writability without holding up the event loop.
-            self.sending_file = True  # a thread writes to the socket: SocketServer must not close it
+            # The socket buffer filled up (or the file ended early): finish as the socket drains.
+            self.sending_file = True  # we write to the socket ourselves: SocketServer must not close it
             try:
-                await asyncio.get_running_loop().run_in_executor(None, _sendfile_blocking, fd, region, sent)
+                await _sendfile_when_writable(fd, region, sent)
             finally:
                 self.sending_file = False
