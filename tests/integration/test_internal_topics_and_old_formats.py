@@ -336,3 +336,16 @@ def test_records_of_internal_topics_cannot_be_deleted(shared: BrokerProcess) -> 
             {"partition_index": partition, "offset": 0}]}], "timeout_ms": 5000})
         (answer,) = result["topics"][0]["partitions"]
         assert (answer["error_code"], answer["low_watermark"]) == (code, -1), (topic, partition)
+
+
+def test_zstd_needs_produce_v7(shared: BrokerProcess) -> None:
+    """KIP-110: ZStandard came with Produce v7; an older request using it is refused for that
+    partition with UNSUPPORTED_COMPRESSION_TYPE, and nothing is appended."""
+    create_ready(shared, "zstd-versions", may_exist=True)
+    zstd = build_batch([NewRecord(b"squeezed", b"k", [], 1_700_000_000_000)], compression=4)
+    for version in (3, 6):
+        assert produce(shared, "zstd-versions", zstd, version=version)["error_code"] == \
+            ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, version
+    first = produce(shared, "zstd-versions", zstd, version=7)
+    assert (first["error_code"], first["base_offset"]) == (ErrorCode.NONE, 0)  # the refused ones took no offset
+    assert produce(shared, "zstd-versions", v2_batch(), version=6)["error_code"] == ErrorCode.NONE

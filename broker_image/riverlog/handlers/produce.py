@@ -30,14 +30,14 @@ def _error(index: int, code: ErrorCode, message: str | None = None) -> Body:
             "log_start_offset": -1, "error_message": message}
 
 
-def _refusal(topic: TopicImage, index: int, records: Any, client_id: str | None) -> Body | None:
+def _refusal(topic: TopicImage, index: int, records: Any, client_id: str | None, version: int) -> Body | None:
     """Kafka's checks before a partition's leader is looked at, in its order: the partition
     exists, the records are one batch of magic 2, the topic is not internal. Kafka answers these
     without a message, except for a corrupt message set."""
     if index not in topic.partitions:
         return _error(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     try:
-        check_produce_records(records or b"")
+        check_produce_records(records or b"", version)
     except KafkaError as exc:
         return _error(index, exc.code, exc.message if exc.code == ErrorCode.CORRUPT_MESSAGE else None)
     if topic.name in INTERNAL_TOPICS and client_id != ADMIN_CLIENT_ID:
@@ -71,7 +71,7 @@ async def handle_produce(broker: BrokerHost, ctx: RequestContext, req: Body) -> 
                 parts.append(_error(index, unknown_topic_code(topic_id)))
                 continue
             records = pd["records"]
-            refusal = _refusal(topic, index, records, ctx.header.client_id)
+            refusal = _refusal(topic, index, records, ctx.header.client_id, ctx.version)
             if refusal is not None:
                 parts.append(refusal)
                 continue

@@ -221,11 +221,16 @@ def _entry_end(buf: Buffer, pos: int) -> int | None:
     return pos + LOG_OVERHEAD + length
 
 
-def check_produce_records(buf: Buffer) -> None:
+# ZStandard came with Produce v7 (KIP-110): older requests may not use it.
+ZSTD_MIN_PRODUCE_VERSION = 7
+
+
+def check_produce_records(buf: Buffer, version: int = ZSTD_MIN_PRODUCE_VERSION) -> None:
     """What Kafka 4 asks of one partition's records in a Produce request (v3+) before anything
     else looks at them: exactly one batch, of magic 2. Message sets of magic 0 or 1, several
     batches, or no complete batch are INVALID_RECORD; an entry too short or of an unknown magic is
-    CORRUPT_MESSAGE. The batch itself (CRC, counts, size) is :func:`validate_batch`'s job."""
+    CORRUPT_MESSAGE; ZStandard in a request older than v7 is UNSUPPORTED_COMPRESSION_TYPE. The
+    batch itself (CRC, counts, size) is :func:`validate_batch`'s job."""
     end = _entry_end(buf, 0)
     if end is None:
         raise KafkaError("Produce requests must have at least one record batch per partition",
@@ -236,6 +241,9 @@ def check_produce_records(buf: Buffer) -> None:
     if _entry_end(buf, end) is not None:
         raise KafkaError("Produce requests may only contain one record batch per partition",
                          ErrorCode.INVALID_RECORD)
+    if version < ZSTD_MIN_PRODUCE_VERSION and buf[ATTRIBUTES_POS + 1] & COMPRESSION_MASK == Compression.ZSTD:
+        raise KafkaError(f"Produce requests with version {version} are not allowed to use ZStandard compression",
+                         ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
 
 
 def compute_crc(buf: Buffer, header: BatchHeader) -> int:
