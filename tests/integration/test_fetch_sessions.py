@@ -180,9 +180,9 @@ class RawClient:
         return data
 
     def fetch(self, session_id: int, epoch: int, topic_id: uuid.UUID, partitions: list[int],
-              offset: int = 0) -> dict[str, Any]:
+              offset: int = 0, max_bytes: int = 1 << 20) -> dict[str, Any]:
         return self.call(fetch.REQUEST, fetch.RESPONSE, self.VERSION, {
-            "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20, "isolation_level": 0,
+            "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": max_bytes, "isolation_level": 0,
             "session_id": session_id, "session_epoch": epoch,
             "topics": [{"topic_id": topic_id, "partitions": [
                 {"partition": p, "current_leader_epoch": -1, "fetch_offset": offset, "last_fetched_epoch": -1,
@@ -237,5 +237,28 @@ def test_session_ids_and_epochs_are_checked_and_a_full_fetch_starts_over(sniffed
         sessionless = client.fetch(0, -1, topic_id, list(range(PARTITIONS)))
         assert sessionless["session_id"] == 0
         assert sum(len(t["partitions"]) for t in sessionless["responses"]) == PARTITIONS
+    finally:
+        client.close()
+
+
+def with_records(answer: dict[str, Any]) -> list[int]:
+    return [p["partition_index"] for t in answer["responses"] for p in t["partitions"] if len(p["records"])]
+
+
+def test_a_partition_that_returned_records_waits_behind_the_others(sniffed: Sniffed) -> None:
+    """Under a byte limit that one batch exhausts, a session does not serve the same partition
+    every time: one that returned records in an incremental answer goes to the back."""
+    make_topic(sniffed.bootstrap, "fair-sessions")
+    client = RawClient(sniffed.broker.host, sniffed.broker.port)
+    try:
+        topic_id = client.topic_id("fair-sessions")
+        # Every partition has data from offset 0; a 1-byte limit still returns one batch (KIP-74).
+        full = client.fetch(0, 0, topic_id, list(range(PARTITIONS)), max_bytes=1)
+        assert full["session_id"] != 0 and with_records(full) == [0]
+        session = full["session_id"]
+        # The fetcher names no partition (it did not move its offsets): the session's order decides.
+        assert with_records(client.fetch(session, 1, topic_id, [], max_bytes=1)) == [0]
+        assert with_records(client.fetch(session, 2, topic_id, [], max_bytes=1)) == [1]
+        assert with_records(client.fetch(session, 3, topic_id, [], max_bytes=1)) == [2]
     finally:
         client.close()

@@ -84,6 +84,8 @@ def test_only_partitions_with_news_are_answered_and_what_was_sent_is_remembered(
     assert not p.must_respond(records=0, high_watermark=10, **kw)
     assert p.must_respond(records=100, high_watermark=10, **kw)
     assert p.must_respond(records=0, high_watermark=10, **{**kw, "error": 6})
+    assert p.must_respond(records=0, high_watermark=10, **kw)  # the error cleared: sent again
+    assert not p.must_respond(records=0, high_watermark=10, **kw)
     assert p.must_respond(records=0, high_watermark=10, **{**kw, "log_start_offset": 4})
     assert p.must_respond(records=0, high_watermark=10, **{**kw, "diverging": True})
 

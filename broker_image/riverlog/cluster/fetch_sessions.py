@@ -74,8 +74,10 @@ class CachedPartition:
         """Whether this partition goes into an incremental response; remembers what it sends."""
         changed = (high_watermark != self.high_watermark or last_stable_offset != self.last_stable_offset
                    or log_start_offset != self.log_start_offset)
-        self.high_watermark, self.last_stable_offset = high_watermark, last_stable_offset
-        self.log_start_offset = log_start_offset
+        # After an error nothing is known to the fetcher: once the error clears, the partition
+        # must be sent again even if its offsets did not move (Kafka forgets the watermark too).
+        self.high_watermark = -1 if error != 0 else high_watermark
+        self.last_stable_offset, self.log_start_offset = last_stable_offset, log_start_offset
         return changed or records > 0 or error != 0 or diverging
 
 

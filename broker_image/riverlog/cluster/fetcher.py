@@ -21,12 +21,26 @@ leader's is: the partition waits ``replica.fetch.backoff.ms`` (a new image re-ta
 immediately). Lost connections back off the whole fetcher. Role changes and shutdown remove
 partitions synchronously; a response that comes back for a partition no longer fetched (or
 fetched at another epoch) is dropped, so nothing is appended after a role change.
+
+Fetch sessions (KIP-227, ``cluster/fetch_sessions.py`` has the leader's side): a follower of
+1,000 partitions would otherwise name all of them in every request and get all of them back.
+Each fetcher keeps one session with its leader, as Kafka's ``FetchSessionHandler``: the first
+request is full, and once the leader answers with a session id the following ones are
+incremental, naming only partitions whose request data changed (our log end moved, a new leader
+epoch, ...) and forgetting those no longer fetched; the leader answers only partitions with
+news. :class:`FetchSessionHandler` does this bookkeeping, with no I/O. A partition that backs off
+is left out of the request like in Kafka, so it leaves the session and comes back as new (the
+leader would otherwise answer its error at once, every time). Whenever we cannot apply what the
+leader sent for a partition (we truncated instead, or its fetch state changed meanwhile), the
+leader's session still counts it as told, so the next request is full again; so is the first one
+after a lost connection or a session error.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
 import logging
 import struct
 import uuid
@@ -41,6 +55,8 @@ from ..config import BrokerConfig
 from ..protocol.api_keys import ApiKey
 from ..protocol.errors import ErrorCode, KafkaError
 from ..protocol.record_batch import LENGTH_POS, LOG_OVERHEAD
+from .fetch_session_handler import FetchSessionHandler, PartitionFetch, SessionKey, SessionRequest
+from .fetch_sessions import INVALID_SESSION_ID
 from .partition import Partition
 
 log = logging.getLogger(__name__)
@@ -53,7 +69,12 @@ _METADATA_ERRORS = frozenset({
     ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.UNKNOWN_LEADER_EPOCH,
     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID,
 })
+# Top-level errors that say only that our session is gone or out of step with the leader's: the
+# partitions are fine, so the full request that follows goes at once, without backing off.
+_SESSION_ERRORS = frozenset({ErrorCode.FETCH_SESSION_ID_NOT_FOUND, ErrorCode.INVALID_FETCH_SESSION_EPOCH})
 
+# From this Fetch version on, requests and responses name topics by id, and so do sessions.
+TOPIC_IDS_VERSION = 13
 
 
 def _name(code: int) -> str:
@@ -107,6 +128,21 @@ class _FetchState:
         self.partition = partition
         self.leader_epoch = leader_epoch
         self.delayed_until = 0.0  # loop time before which it is not fetched
+
+
+# Fetch sessions, the client side -----------------------------------------------------------------
+
+
+def _session_key(p: Partition, uses_topic_ids: bool) -> SessionKey:
+    return (p.topic_id if uses_topic_ids else p.topic, p.index)
+
+
+class _Applied(enum.Enum):
+    """What became of one partition's answer."""
+
+    DONE = enum.auto()  # applied, or nothing to apply
+    NOT_APPLIED = enum.auto()  # we truncated (or skipped it) instead: its high watermark was not taken
+    BACK_OFF = enum.auto()  # an error: the partition waits replica.fetch.backoff.ms
 
 
 class ReplicaFetcherManager:
@@ -218,6 +254,8 @@ class LeaderFetcher:
         self._conn: BrokerConnection | None = None
         self._failing = False  # log a broken connection once, not at every retry
         self.in_flight = False
+        # Our fetch session with this leader; its counters say how many requests were full.
+        self.session = FetchSessionHandler()
 
     def add(self, key: Key, state: _FetchState) -> None:
         self.partitions[key] = state
@@ -266,11 +304,19 @@ class LeaderFetcher:
                 try:
                     self.in_flight = True
                     conn = await self._connection()
-                    sent = {k: (s, s.partition.log.log_end_offset) for k, s in ready.items()}
                     version = conn.version_for(ApiKey.FETCH)
-                    response = await conn.request(ApiKey.FETCH, self._request(sent), version)
+                    uses_ids = version >= TOPIC_IDS_VERSION
+                    # Every ready partition, named in the request or not: an incremental answer
+                    # may bring news of any partition of the session.
+                    sent = {_session_key(s.partition, uses_ids): (s, s.partition.log.log_end_offset)
+                            for s in ready.values()}
+                    request = self.session.build({k: self._fetch_of(s, offset) for k, (s, offset) in sent.items()},
+                                                 uses_ids)
+                    response = await conn.request(ApiKey.FETCH, self._request(request, sent), version)
                 except (ClientError, OSError, KafkaError) as exc:
                     self.in_flight = False
+                    # The leader may or may not have served the request: start the session over.
+                    self.session.request_full()
                     if not self._failing:
                         log.warning("broker %d: fetching from leader %d failed (%s); retrying every %d ms",
                                     self.manager.node_id, self.leader_id, exc, self.manager.config.backoff_ms)
@@ -281,7 +327,7 @@ class LeaderFetcher:
                 if self._failing:
                     log.info("broker %d: fetching from leader %d again", self.manager.node_id, self.leader_id)
                     self._failing = False
-                self._process(sent, response)
+                self._process(request, sent, response)
                 self.in_flight = False
         finally:
             self.in_flight = False
@@ -294,6 +340,9 @@ class LeaderFetcher:
         if address is None:
             raise ClientError(f"broker {self.leader_id} has no registered endpoint")
         timeout = self.manager.config.socket_timeout_ms / 1000
+        # A new connection may reach a restarted leader, or one of another version: begin with a
+        # full fetch (closing our old session, should the leader still hold it).
+        self.session.request_full()
         self._conn = await BrokerConnection.connect(
             address[0], address[1], client_id=f"replica-fetcher-{self.manager.node_id}",
             connect_timeout=timeout, request_timeout=timeout + self.manager.config.max_wait_ms / 1000)
@@ -304,57 +353,90 @@ class LeaderFetcher:
         if conn is not None:
             await conn.close()
 
-    def _request(self, sent: dict[Key, tuple[_FetchState, int]]) -> dict[str, Any]:
+    def _fetch_of(self, state: _FetchState, fetch_offset: int) -> PartitionFetch:
+        log_ = state.partition.log
+        return PartitionFetch(fetch_offset=fetch_offset, current_leader_epoch=state.leader_epoch,
+                              last_fetched_epoch=log_.latest_epoch(), log_start_offset=log_.log_start_offset,
+                              partition_max_bytes=self.manager.config.partition_max_bytes)
+
+    def _request(self, request: SessionRequest, sent: dict[SessionKey, tuple[_FetchState, int]]) -> dict[str, Any]:
         cfg = self.manager.config
-        topics: dict[uuid.UUID, dict[str, Any]] = {}
-        for state, fetch_offset in sent.values():
-            p = state.partition
-            entry = topics.setdefault(p.topic_id, {"topic": p.topic, "topic_id": p.topic_id, "partitions": []})
+        topics: dict[uuid.UUID | str, dict[str, Any]] = {}
+        for key, fetch in request.send.items():
+            p = sent[key][0].partition
+            entry = topics.setdefault(key[0], {"topic": p.topic, "topic_id": p.topic_id, "partitions": []})
             entry["partitions"].append({
-                "partition": p.index, "current_leader_epoch": state.leader_epoch, "fetch_offset": fetch_offset,
-                "last_fetched_epoch": p.log.latest_epoch(), "log_start_offset": p.log.log_start_offset,
-                "partition_max_bytes": cfg.partition_max_bytes,
+                "partition": p.index, "current_leader_epoch": fetch.current_leader_epoch,
+                "fetch_offset": fetch.fetch_offset, "last_fetched_epoch": fetch.last_fetched_epoch,
+                "log_start_offset": fetch.log_start_offset, "partition_max_bytes": fetch.partition_max_bytes,
             })
+        # Forgotten partitions may no longer be followed at all: all we have is their session key.
+        forgotten: dict[uuid.UUID | str, list[int]] = {}
+        for topic, index in request.forget:
+            forgotten.setdefault(topic, []).append(index)
         node = self.manager.node_id
         return {
             "replica_id": node, "replica_state": {"replica_id": node, "replica_epoch": self.manager.broker_epoch()},
             "max_wait_ms": cfg.max_wait_ms, "min_bytes": cfg.min_bytes, "max_bytes": cfg.max_bytes,
-            "isolation_level": 0, "session_id": 0, "session_epoch": -1, "topics": list(topics.values()),
-            "forgotten_topics_data": [], "rack_id": "",
+            "isolation_level": 0, "session_id": request.session_id, "session_epoch": request.epoch,
+            "topics": list(topics.values()),
+            "forgotten_topics_data": [{"topic_id" if request.uses_topic_ids else "topic": topic, "partitions": indexes}
+                                      for topic, indexes in forgotten.items()],
+            "rack_id": "",
         }
 
     # Responses ---------------------------------------------------------------------------
 
-    def _process(self, sent: dict[Key, tuple[_FetchState, int]], response: dict[str, Any]) -> None:
+    def _process(self, request: SessionRequest, sent: dict[SessionKey, tuple[_FetchState, int]],
+                 response: dict[str, Any]) -> None:
         """Apply a response. Synchronous on purpose: between the "still fetched at this epoch"
         check and the append nothing else runs, so a role change cannot slip in between."""
         loop_now = asyncio.get_running_loop().time()
         backoff = self.manager.config.backoff_ms / 1000
-        if response.get("error_code", 0) != ErrorCode.NONE:
+        code = response.get("error_code", ErrorCode.NONE)
+        if not self.session.handle_response(request, code, response.get("session_id", INVALID_SESSION_ID)):
+            if code == ErrorCode.NONE or code in _SESSION_ERRORS:
+                log.debug("broker %d: fetch session with leader %d restarts (error %s)", self.manager.node_id,
+                          self.leader_id, _name(code))
+                return  # the partitions are fine: the full request that follows goes at once
             for state, _ in sent.values():
                 state.delayed_until = loop_now + backoff
             return
-        by_id = {(s.partition.topic_id, s.partition.index): k for k, (s, _) in sent.items()}
+        # Partitions of the session missing from the answer have no news: they stay as they are.
         for topic in response["responses"]:
+            topic_key = topic.get("topic_id") if request.uses_topic_ids else topic.get("topic")
             for pr in topic["partitions"]:
-                index = pr["partition_index"]
-                key = by_id.get((topic.get("topic_id"), index)) or (topic.get("topic") or "", index)
-                if key not in sent:
+                key: SessionKey = (topic_key or "", pr["partition_index"])
+                entry = sent.get(key)
+                if entry is None:
                     continue
-                state, fetch_offset = sent[key]
-                if self.partitions.get(key) is not state:
-                    continue  # no longer fetched from here at that epoch
+                state, fetch_offset = entry
+                p = state.partition
+                current = self.partitions.get((p.topic, p.index))
+                if current is not state:
+                    # No longer fetched from here at that epoch. If it still is at another, this
+                    # answer's high watermark is lost on it, and the leader would not repeat it.
+                    if current is not None:
+                        self.session.request_full()
+                    continue
                 try:
-                    if not self._apply(state, fetch_offset, pr):
-                        state.delayed_until = loop_now + backoff
+                    applied = self._apply(state, fetch_offset, pr)
                 except KafkaError as exc:
-                    p = state.partition
                     log.warning("broker %d: replicating %s-%d from %d failed: %s", self.manager.node_id, p.topic,
                                 p.index, self.leader_id, exc)
+                    applied = _Applied.BACK_OFF
+                if applied is _Applied.BACK_OFF:
                     state.delayed_until = loop_now + backoff
+                    # The leader now counts this answer as told, but we applied none of it: the
+                    # partition leaves the session and rejoins as new, to be answered in full.
+                    self.session.refresh(key)
+                elif applied is _Applied.NOT_APPLIED:
+                    # Truncated instead: fetch everything afresh at once (rare, and the quickest
+                    # way back; refreshing would leave the partition out of the next request).
+                    self.session.request_full()
 
-    def _apply(self, state: _FetchState, fetch_offset: int, pr: dict[str, Any]) -> bool:
-        """Handle one partition's answer; False to back the partition off."""
+    def _apply(self, state: _FetchState, fetch_offset: int, pr: dict[str, Any]) -> _Applied:
+        """Handle one partition's answer."""
         p = state.partition
         plog = p.log
         code = pr["error_code"]
@@ -363,7 +445,7 @@ class LeaderFetcher:
             if diverging is not None:
                 return self._truncate(p, diverging["epoch"], diverging["end_offset"])
             if plog.log_end_offset != fetch_offset:
-                return True  # the log moved since the request: fetch again from where it is
+                return _Applied.NOT_APPLIED  # the log moved since the request: fetch again from where it is
             data = whole_batches(pr.get("records"))
             if len(data):
                 plog.append_as_follower(data, now_ms=now_ms())
@@ -378,7 +460,7 @@ class LeaderFetcher:
                 target = min(leader_start, plog.high_watermark)
                 if target > plog.log_start_offset:
                     plog.delete_records_before(target)
-            return True
+            return _Applied.DONE
         if code == ErrorCode.OFFSET_OUT_OF_RANGE:
             leader_start = pr.get("log_start_offset", -1)
             if 0 <= fetch_offset < leader_start or plog.log_end_offset < leader_start:
@@ -386,20 +468,20 @@ class LeaderFetcher:
                 log.info("broker %d: %s-%d restarts at the leader's log start %d", self.manager.node_id,
                          p.topic, p.index, leader_start)
                 plog.truncate_fully_and_start_at(leader_start)
-                return True
+                return _Applied.NOT_APPLIED
             leader_hw = pr.get("high_watermark", -1)
             if 0 <= leader_hw < plog.log_end_offset:
                 # Ahead of the leader with no epoch to compare (it can only follow an unclean
                 # election): keep what the leader has committed.
                 plog.truncate_to(leader_hw)
-                return True
-            return False
+                return _Applied.NOT_APPLIED
+            return _Applied.BACK_OFF
         if code not in _METADATA_ERRORS:
             log.warning("broker %d: leader %d answered error %s for %s-%d", self.manager.node_id, self.leader_id,
                         _name(code), p.topic, p.index)
-        return False
+        return _Applied.BACK_OFF
 
-    def _truncate(self, p: Partition, leader_epoch: int, leader_end: int) -> bool:
+    def _truncate(self, p: Partition, leader_epoch: int, leader_end: int) -> _Applied:
         plog = p.log
         before = (plog.log_end_offset, plog.latest_epoch())
         if leader_epoch < 0 or leader_end < 0:
@@ -420,8 +502,8 @@ class LeaderFetcher:
         if after != before:
             log.info("broker %d: truncated %s-%d to offset %d (epoch %d) to match leader %d", self.manager.node_id,
                      p.topic, p.index, after[0], after[1], self.leader_id)
-            return True
+            return _Applied.NOT_APPLIED  # the answer's high watermark was not taken
         # No progress would repeat the same divergence forever: back off instead of spinning.
         log.warning("broker %d: %s-%d diverges from leader %d at epoch %d offset %d but truncation changed nothing",
                     self.manager.node_id, p.topic, p.index, self.leader_id, leader_epoch, leader_end)
-        return False
+        return _Applied.BACK_OFF
