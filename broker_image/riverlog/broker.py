@@ -92,7 +92,8 @@ class Broker:
         self.log_dirs = LogDirs(log_dirs, self.cluster_id, self.node_id)
         self.replicas = ReplicaManager(config, self.node_id, self.log_dirs, on_follower_append=self.flush_if_needed,
                                        on_partitions_offline=self._partitions_went_offline)
-        self.fetch_sessions = FetchSessionCache(config.get_int("max.incremental.fetch.session.cache.slots"))
+        self.fetch_sessions = FetchSessionCache(config.get_int("max.incremental.fetch.session.cache.slots"),
+                                                config.get_int("min.incremental.fetch.session.eviction.ms"))
         self.metrics = Metrics()
         self.metrics.track_partitions(self.replicas.stats)
         self.metrics.track_log_dirs(lambda: [(str(d.path), d.online) for d in self.log_dirs.dirs])

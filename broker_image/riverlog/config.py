@@ -117,6 +117,9 @@ DEFAULTS: dict[str, str] = {
     "replica.fetch.backoff.ms": "1000",
     # Incremental fetch sessions (KIP-227) the broker keeps, for consumers and followers together.
     "max.incremental.fetch.session.cache.slots": "1000",
+    # How long a session is safe from eviction (Kafka's fixed MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS,
+    # a setting here under the name KIP-227 proposed, so tests need not wait two minutes).
+    "min.incremental.fetch.session.eviction.ms": "120000",
     "replica.socket.timeout.ms": "30000",
     # Faster than Kafka's 2000/9000 on purpose: a local cluster should fail over in about two
     # seconds (a broker is fenced once it misses heartbeats for the session timeout).

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import socket
 import struct
+import subprocess
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -262,3 +263,80 @@ def test_a_partition_that_returned_records_waits_behind_the_others(sniffed: Snif
         assert with_records(client.fetch(session, 3, topic_id, [], max_bytes=1)) == [2]
     finally:
         client.close()
+
+
+# --- eviction, and a real client's recovery from it --------------------------------------------
+
+KAFKA_EVICTION_S = 120  # Kafka's MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS, fixed
+RIVERLOG_EVICTION_MS = 3000
+
+
+# Kafka shards its session cache in 8 and hands new sessions to the shards in turn: 8 slots (one
+# a shard) and 8 newcomers make one newcomer meet the consumer's session in both brokers' caches.
+SLOTS = 8
+
+
+@pytest.mark.timeout(600)
+def test_an_evicted_session_is_not_found_and_the_java_consumer_recovers(  # type: ignore[no-untyped-def]
+    broker_factory, java_tools: JavaTools
+) -> None:
+    """The session cache is full. The Java consumer's session, once older than the eviction time,
+    goes to a newcomer with more partitions; its next incremental fetch is
+    FETCH_SESSION_ID_NOT_FOUND, and it starts over with a full fetch, missing nothing."""
+    broker: BrokerProcess = broker_factory(start=False, overrides={
+        "max.incremental.fetch.session.cache.slots": SLOTS,
+        "min.incremental.fetch.session.eviction.ms": RIVERLOG_EVICTION_MS})
+    sniffer = FetchSniffer(broker.host, broker.port).start()
+    try:
+        broker.overrides["advertised.listeners"] = f"PLAINTEXT://{sniffer.address}"
+        broker.start()
+        make_topic(sniffer.address, "evicted")
+        java = subprocess.Popen(java_tools.command(CONSOLE_CONSUMER, [
+            "--bootstrap-server", sniffer.address, "--topic", "evicted", "--from-beginning",
+            "--max-messages", str(2 * RECORDS), "--timeout-ms", str(3 * KAFKA_EVICTION_S * 1000),
+            "--group", "evicted"]),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            wait_for(lambda: any(f.response_session_id and f.session_epoch > 0
+                                 for f in fetches_of(sniffer, 0, "console-consumer")),
+                     60, "the Java consumer's session")
+            time.sleep(KAFKA_EVICTION_S + 1 if broker.target == "kafka" else RIVERLOG_EVICTION_MS / 1000 + 1)
+            # Newcomers with more partitions fill the cache; one takes the older session's slot.
+            admin = AdminClient({"bootstrap.servers": sniffer.address})
+            admin.create_topics([NewTopic("newcomer", PARTITIONS + 10, 1)])["newcomer"].result(30)
+            client = RawClient(broker.host, broker.port)
+            try:
+                topic_id = client.topic_id("newcomer")
+                made = [client.fetch(0, 0, topic_id, list(range(PARTITIONS + 10)))["session_id"]
+                        for _ in range(SLOTS)]
+            finally:
+                client.close()
+            assert all(made), made
+            # The Java consumer finds its session gone, recovers, and reads what comes next.
+            producer = Producer({"bootstrap.servers": sniffer.address})
+            for n in range(RECORDS, 2 * RECORDS):
+                producer.produce("evicted", value=f"evicted-{n}".encode(), partition=n % PARTITIONS)
+            assert producer.flush(30) == 0
+            out, err = java.communicate(timeout=120)
+        finally:
+            java.kill()
+        lines = [line for line in out.splitlines() if line.startswith("evicted-")]
+        assert sorted(lines) == sorted(f"evicted-{n}" for n in range(2 * RECORDS)), err[-3000:]
+        seen = fetches_of(sniffer, 0, "console-consumer")
+        lost = [i for i, f in enumerate(seen) if f.error_code == FETCH_SESSION_ID_NOT_FOUND]
+        assert lost, [(f.session_id, f.session_epoch, f.error_code) for f in seen]
+        # After it: no error, and the lost session is never named incrementally again (the client
+        # starts over with a full fetch, or, done already, closes without one).
+        gone = seen[lost[0]].session_id
+        after = seen[lost[0] + 1:]
+        assert all(f.error_code == 0 for f in after)
+        assert not any(f.session_id == gone and f.session_epoch > 0 for f in after)
+    finally:
+        sniffer.close()
+
+
+def wait_for(check: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"no {what} within {timeout}s"
+        time.sleep(0.2)

@@ -44,6 +44,10 @@ class JavaTools:
         self.libs = Path(libs)
         self.heap = heap
 
+    def command(self, main_class: str, args: Sequence[str]) -> list[str]:
+        """The command line ``run`` uses, for a tool a test runs in the background."""
+        return list(kafka_dist.java_command(self.libs, main_class, list(args), heap=self.heap))
+
     def run(
         self,
         main_class: str,
@@ -55,7 +59,7 @@ class JavaTools:
     ) -> ToolResult:
         # Tool output (what we assert on) is on stdout; slf4j logging goes to stderr at WARN so
         # that a failure's cause is visible without drowning the output.
-        cmd = kafka_dist.java_command(self.libs, main_class, list(args), heap=self.heap)
+        cmd = self.command(main_class, args)
         try:
             proc = subprocess.run(
                 cmd,
