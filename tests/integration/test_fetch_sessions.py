@@ -56,7 +56,8 @@ class Sniffed:
 
 @pytest.fixture(scope="module")
 def sniffed(module_broker_factory) -> Iterator[Sniffed]:  # type: ignore[no-untyped-def]
-    broker: BrokerProcess = module_broker_factory(start=False)
+    # No initial rebalance delay: a console consumer's idle timeout starts before its group join.
+    broker: BrokerProcess = module_broker_factory(start=False, overrides={"group.initial.rebalance.delay.ms": 0})
     sniffer = FetchSniffer(broker.host, broker.port).start()
     # Clients learn the proxy's address from the metadata and fetch through it.
     broker.overrides["advertised.listeners"] = f"PLAINTEXT://{sniffer.address}"
@@ -102,10 +103,10 @@ def assert_incremental_session(fetches: list[FetchSeen]) -> None:
 def test_the_java_consumer_fetches_incrementally(sniffed: Sniffed, java_tools: JavaTools) -> None:
     make_topic(sniffed.bootstrap, "java-sessions")
     since = len(sniffed.sniffer.fetches())
-    # One record more than there are: the consumer keeps fetching until 4 s pass without news.
+    # One record more than there are: the consumer keeps fetching until 8 s pass without news.
     result = java_tools.run(CONSOLE_CONSUMER, [
         "--bootstrap-server", sniffed.bootstrap, "--topic", "java-sessions", "--from-beginning",
-        "--max-messages", str(RECORDS + 1), "--timeout-ms", "4000", "--group", "java-sessions"], check=False)
+        "--max-messages", str(RECORDS + 1), "--timeout-ms", "8000", "--group", "java-sessions"], check=False)
     lines = [line for line in result.stdout.splitlines() if line.startswith("java-sessions-")]
     assert sorted(lines) == sorted(f"java-sessions-{n}" for n in range(RECORDS)), result.describe()
     assert_incremental_session(fetches_of(sniffed.sniffer, since, "console-consumer"))
