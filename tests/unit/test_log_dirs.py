@@ -81,7 +81,12 @@ def test_a_disk_error_while_appending_is_reported_and_answers_storage_error(tmp_
     reported: list[tuple[Log, OSError]] = []
     log.on_io_error = lambda failed, exc: reported.append((failed, exc))
     log.append_as_leader(build_batch([NewRecord(b"before", None, (), 0)]), leader_epoch=0, now_ms=0)
-    os.close(log.active_segment.fd)  # the next write fails as a dead disk would (EBADF)
+    # The next write fails as a dead disk would: the segment's descriptor now points at a file
+    # open read-only (EBADF on write). Swapped in place, not closed, so the log still owns the
+    # descriptor number and no other file (a client's socket, later) gets it closed under it.
+    read_only = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(read_only, log.active_segment.fd)
+    os.close(read_only)
     with pytest.raises(KafkaError) as failure:
         log.append_as_leader(build_batch([NewRecord(b"after", None, (), 0)]), leader_epoch=0, now_ms=0)
     assert failure.value.code == ErrorCode.KAFKA_STORAGE_ERROR

@@ -92,6 +92,9 @@ class ReplicaManager:
         self._loop: asyncio.AbstractEventLoop | None = None
         # Where each partition found at start-up lives; new ones are placed by log_dirs.choose().
         self._found: dict[str, Path] = {}
+        # Partitions per log directory, kept as they come and go: counting them for every new
+        # partition would cost O(partitions) each, O(n^2) for a topic of thousands.
+        self._dir_load: dict[Path, int] = {}
         self.partitions: dict[tuple[str, int], Partition] = {}
         self._now_ms = 0
         self.image = MetadataImage()
@@ -133,10 +136,15 @@ class ReplicaManager:
         self.image = image
         self._found = self._scan_log_dirs()
         wanted = list(self._hosted(image))
+        on_disk = [item for item in wanted if partition_dir_name(item[0].name, item[1].partition) in self._found]
         with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
-            opened = list(pool.map(lambda item: (item, self._open_log(image, *item)), wanted))
+            opened = list(pool.map(lambda item: (item, self._open_log(image, *item)), on_disk))
         for (topic, part), log_obj in opened:
             self._install(image, topic, part, log_obj)
+        # Replicas assigned while we were down: one by one, each placed knowing the others.
+        for topic, part in wanted:
+            if (topic.name, part.partition) not in self.partitions:
+                self._install(image, topic, part, self._open_log(image, topic, part))
         known = {partition_dir_name(t.name, p.partition) for t, p in wanted}
         for d in self.log_dirs.online():
             for entry in d.path.iterdir():
@@ -202,10 +210,8 @@ class ReplicaManager:
         config = log_config_from(effective_configs(image.topic_configs(topic.name), self.config))
         existing = self._found.get(name)
         while True:
-            if existing is not None:
-                home = self.log_dirs.containing(existing)
-            else:
-                home = self.log_dirs.choose(self._load_by_dir())
+            home = self.log_dirs.containing(existing) if existing is not None \
+                else self.log_dirs.choose(self._dir_load)
             if home is None or not home.online:
                 where = existing or ((home.path if home else self.log_dirs.dirs[0].path) / name)
                 log.error("%s-%d is offline on this broker: its log directory %s is offline", topic.name,
@@ -228,13 +234,6 @@ class ReplicaManager:
         if not meta.exists():
             meta.write_text(f"version: 0\ntopic_id: {topic.topic_id}\n")
         return Log.open(directory, config, now_ms=self._now_ms)
-
-    def _load_by_dir(self) -> dict[Path, int]:
-        load: dict[Path, int] = {}
-        for p in self.partitions.values():
-            parent = p.log.directory.parent
-            load[parent] = load.get(parent, 0) + 1
-        return load
 
     # Log directory failures --------------------------------------------------------------
 
@@ -278,6 +277,8 @@ class ReplicaManager:
                       min_insync_replicas=int(cfg["min.insync.replicas"]),
                       replica_lag_time_max_ms=self.replica_lag_time_max_ms, offline=log_obj.closed)
         self.partitions[(topic.name, part.partition)] = p
+        parent = log_obj.directory.parent
+        self._dir_load[parent] = self._dir_load.get(parent, 0) + 1
         self._apply_partition(p, topic, part)
 
     def _apply_partition(self, p: Partition, topic: TopicImage, part: PartitionImage) -> None:
@@ -332,6 +333,7 @@ class ReplicaManager:
 
     def _remove_partition(self, key: tuple[str, int], code: ErrorCode) -> None:
         p = self.partitions.pop(key)
+        self._dir_load[p.log.directory.parent] -= 1
         self.fetchers.unfollow(p)
         self._proposals.pop(key, None)
         p.fail_waiters(code)
@@ -458,6 +460,7 @@ class ReplicaManager:
             except Exception:
                 log.exception("closing %s-%d failed", p.topic, p.index)
         self.partitions.clear()
+        self._dir_load.clear()
         if self._sender is not None:
             self._sender.cancel()
 
@@ -471,5 +474,6 @@ class ReplicaManager:
             except Exception:
                 log.exception("abandoning %s-%d failed", p.topic, p.index)
         self.partitions.clear()
+        self._dir_load.clear()
         if self._sender is not None:
             self._sender.cancel()
