@@ -21,11 +21,14 @@ timings, which are set to Riverlog's defaults for both (``--kafka-timings`` keep
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 for extra in ("broker_image", "tests"):
@@ -47,7 +50,12 @@ RIVERLOG_TIMINGS = {
 TOPIC = "failover"
 
 
-def one_round(target: str, case: str, base: Path, overrides: dict[str, object]) -> float:
+# Called with the running cluster; the context it returns spans the measured part of a round
+# (bench/harness's W6 samples the brokers' CPU and memory over it).
+Watch = Callable[[ProcessCluster], contextlib.AbstractContextManager[Any]]
+
+
+def one_round(target: str, case: str, base: Path, overrides: dict[str, object], watch: Watch | None = None) -> float:
     libs = Path(kafka_dist.install()) if target == "kafka" else None
     with ProcessCluster(base, 3, target=target, overrides=overrides, netns=False, kafka_libs=libs) as cluster:
         create_topic(cluster, TOPIC, partitions=3, replication=3, config={"min.insync.replicas": "2"})
@@ -61,23 +69,31 @@ def one_round(target: str, case: str, base: Path, overrides: dict[str, object]) 
             raise RuntimeError(f"no partition led by {'the' if case == 'controller' else 'a non-'}controller: {states}")
         partition = chosen[0]
         victim = states[partition].leader
-        producer = SequencedProducer(cluster.bootstrap, TOPIC, [partition], name="b", rate=500).start()
-        try:
-            deadline = time.monotonic() + 60
-            while producer.acked_count() < 1000:
-                if time.monotonic() > deadline or producer.errors:
-                    raise RuntimeError(f"producer not running: {producer.errors[:3]}")
-                time.sleep(0.05)
-            killed_at = time.monotonic()
-            cluster.node(victim).kill()
-            deadline = time.monotonic() + 90
-            while (first := producer.first_ack_enqueued_after(killed_at)) is None:
-                if time.monotonic() > deadline:
-                    raise RuntimeError("production did not resume within 90 s")
-                time.sleep(0.05)
-            return first.acked - killed_at
-        finally:
-            producer.stop(flush_timeout=30)
+        watching = watch(cluster) if watch is not None else contextlib.nullcontext()
+        with watching:
+            return _kill_and_wait(cluster, partition, victim)
+
+
+def _kill_and_wait(cluster: ProcessCluster, partition: int, victim: int) -> float:
+    """Produce, kill -9 the leader ``victim`` of ``partition``: seconds until the first
+    acknowledgement of a record sent after the kill."""
+    producer = SequencedProducer(cluster.bootstrap, TOPIC, [partition], name="b", rate=500).start()
+    try:
+        deadline = time.monotonic() + 60
+        while producer.acked_count() < 1000:
+            if time.monotonic() > deadline or producer.errors:
+                raise RuntimeError(f"producer not running: {producer.errors[:3]}")
+            time.sleep(0.05)
+        killed_at = time.monotonic()
+        cluster.node(victim).kill()
+        deadline = time.monotonic() + 90
+        while (first := producer.first_ack_enqueued_after(killed_at)) is None:
+            if time.monotonic() > deadline:
+                raise RuntimeError("production did not resume within 90 s")
+            time.sleep(0.05)
+        return first.acked - killed_at
+    finally:
+        producer.stop(flush_timeout=30)
 
 
 def main() -> int:

@@ -1,4 +1,5 @@
-"""Side-by-side benchmark of Riverlog and Apache Kafka: workloads W1–W8 of issue #8.
+"""Side-by-side benchmark of Riverlog and Apache Kafka: workloads W1–W8 of issue #8, and W9–W11 and
+the OMB-style O16x1, O16x4, O100x1, O100x4 of issue #15.
 
 Each workload runs against both systems with the same settings, alternating (R, K, R, K, ...)
 for several rounds; the table shows each system's median, the ratio Riverlog/Kafka and the goal.
@@ -6,6 +7,7 @@ The JSON keeps every run's values, the command line, the machine and the date.
 
     .venv/bin/python bench/run.py                              # everything, full sizes, 3 rounds
     .venv/bin/python bench/run.py --workloads W1,W3 --rounds 2
+    .venv/bin/python bench/run.py --workloads W9,W10,W11,O16x1,O16x4,O100x1,O100x4
     .venv/bin/python bench/run.py --scale smoke --out /tmp/smoke.json --plot /tmp/smoke.png
     .venv/bin/python bench/run.py --set w3_bytes=500000000     # one size changed
 """
@@ -29,7 +31,8 @@ from harness.workloads import WORKLOADS
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--workloads", default=",".join(WORKLOADS), help="comma-separated, e.g. W1,W3")
+    parser.add_argument("--workloads", default=",".join(WORKLOADS),
+                        help="comma-separated, any case, e.g. W1,W3,o16x4")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--systems", default=",".join(SYSTEMS), help="riverlog,kafka (order = order in a round)")
     parser.add_argument("--scale", choices=sorted(SCALES), default="full")
@@ -42,7 +45,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--base-dir", type=Path, default=None,
                         help="where both systems keep their data (one disk for both); default a temp dir")
     args = parser.parse_args(argv)
-    args.workload_list = [w.strip().upper() for w in args.workloads.split(",") if w.strip()]
+    by_upper = {key.upper(): key for key in WORKLOADS}  # "o16x4" and "W1" alike
+    args.workload_list = [by_upper.get(w.strip().upper(), w.strip()) for w in args.workloads.split(",") if w.strip()]
     args.system_list = [s.strip().lower() for s in args.systems.split(",") if s.strip()]
     for w in args.workload_list:
         if w not in WORKLOADS:

@@ -1,8 +1,11 @@
-"""Side-by-side benchmark harness: workloads W1–W8 against Riverlog and Apache Kafka (issue #8).
+"""Side-by-side benchmark harness: workloads W1–W8 (issue #8), W9–W11 and the OMB-style O16x1,
+O16x4, O100x1, O100x4 (issue #15) against Riverlog and Apache Kafka.
 
 Modules: ``systems`` (start/stop either system with identical settings), ``clients`` (confluent-kafka
 load generators), ``perftools`` (Kafka's ProducerPerformance/ConsumerPerformance), ``latency`` (W4),
-``resources`` (/proc sampling for W8), ``workloads`` (W1–W8), ``scale`` (sizes), ``runner``
+``omb`` (the OMB-style producer and consumer processes, fixed rate and maximum-rate search),
+``resources`` (/proc sampling of the brokers' CPU and memory around every workload),
+``metrics`` (metrics and goals), ``workloads`` (all of them), ``scale`` (sizes), ``runner``
 (alternating rounds), ``report`` (table, JSON, medians, ratios), ``machine`` and ``plot``.
 Entry point: ``bench/run.py``.
 """

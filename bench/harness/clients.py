@@ -28,7 +28,8 @@ CONSUMER_BASE: dict[str, Any] = {
 }
 
 
-def create_topics(bootstrap: str, topics: Mapping[str, int], replication: int = 1, timeout: float = 300.0) -> None:
+def create_topics(bootstrap: str, topics: Mapping[str, int], replication: int = 1, timeout: float = 300.0,
+                  config: Mapping[str, str] | None = None) -> None:
     """CreateTopics, one request per topic, then wait until metadata shows a leader for every
     partition. One request per topic because Kafka's controller refuses a single operation of
     more than 10,000 metadata records ("excessively large batch operation"), which W8's
@@ -37,7 +38,7 @@ def create_topics(bootstrap: str, topics: Mapping[str, int], replication: int = 
     # brokers of earlier runs that are gone would only clutter the progress log.
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 2})
     for name, count in topics.items():
-        futures = admin.create_topics([NewTopic(name, count, replication)],
+        futures = admin.create_topics([NewTopic(name, count, replication, config=dict(config or {}))],
                                       operation_timeout=timeout, request_timeout=timeout)
         futures[name].result(timeout)
     deadline = time.monotonic() + timeout
@@ -60,15 +61,18 @@ def payload(size: int) -> bytes:
 
 
 def produce(bootstrap: str, topic: str, count: int, size: int, *, linger_ms: float, acks: str,
-            timeout: float = 900.0) -> float:
-    """Produce ``count`` records of ``size`` bytes; seconds from the first send to the last ack."""
+            timeout: float = 900.0, latencies: list[float] | None = None) -> float:
+    """Produce ``count`` records of ``size`` bytes; seconds from the first send to the last ack.
+    ``latencies`` collects every record's send-to-ack time in seconds (librdkafka measures it)."""
     producer = Producer({**PRODUCER_BASE, "bootstrap.servers": bootstrap, "acks": acks, "linger.ms": linger_ms})
     value = payload(size)
     errors: list[str] = []
 
-    def delivered(err: Any, _msg: Any) -> None:
+    def delivered(err: Any, msg: Any) -> None:
         if err is not None:
             errors.append(str(err))
+        elif latencies is not None:
+            latencies.append(msg.latency() or 0.0)
 
     start = time.perf_counter()
     for i in range(count):
@@ -87,6 +91,18 @@ def produce(bootstrap: str, topic: str, count: int, size: int, *, linger_ms: flo
     return elapsed
 
 
+def produce_to_each(bootstrap: str, topic: str, partitions: int, *, acks: str, timeout: float = 900.0) -> None:
+    """One acknowledged record in every partition: a topic's partitions have leaders in the
+    metadata before every broker has created their logs and followers fetch them (Kafka applies
+    the metadata asynchronously); an acks=all write to each shows that all of it is in place."""
+    producer = Producer({**PRODUCER_BASE, "bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 5})
+    value = payload(64)
+    for p in range(partitions):
+        producer.produce(topic, value=value, partition=p)
+    if producer.flush(timeout):
+        raise TimeoutError(f"not every partition of {topic} acknowledged a record within {timeout:.0f}s")
+
+
 def consume_all(bootstrap: str, topic: str, partitions: int, count: int, timeout: float = 900.0) -> float:
     """Read ``count`` records from offset 0 of every partition; seconds until the last one."""
     consumer = Consumer({**CONSUMER_BASE, "bootstrap.servers": bootstrap})
@@ -98,10 +114,11 @@ def consume_all(bootstrap: str, topic: str, partitions: int, count: int, timeout
             if time.perf_counter() - start > timeout:
                 raise TimeoutError(f"consumed {seen} of {count} records in {timeout:.0f}s")
             for msg in consumer.consume(min(10_000, count - seen), 0.2):
-                if msg.error() is None:
+                error = msg.error()
+                if error is None:
                     seen += 1
-                elif not msg.error().retriable() and msg.error().fatal():
-                    raise KafkaException(msg.error())
+                elif not error.retriable() and error.fatal():
+                    raise KafkaException(error)
         return time.perf_counter() - start
     finally:
         consumer.close()

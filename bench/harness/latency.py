@@ -45,9 +45,10 @@ def _consume(bootstrap: str, topic: str, partitions: int, expected: int, skip_be
         # low rates would add up to the timeout to every record's latency.
         msg = consumer.poll(0.5)
         now = time.time_ns()
-        if msg is None or msg.error() is not None:
+        value = None if msg is None or msg.error() is not None else msg.value()
+        if value is None:
             continue
-        sent = STAMP.unpack_from(msg.value())[0]
+        sent = STAMP.unpack_from(value)[0]
         if sent == PROBE_STAMP:  # the readiness probe, if it comes again
             continue
         if seen == 0:

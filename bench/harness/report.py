@@ -28,7 +28,7 @@ def summarize(runs: Sequence[dict[str, Any]], workloads: Sequence[Workload]) -> 
             goal = metric.goal
             rows.append({
                 "workload": workload.key, "metric": metric.key, "label": metric.label, "unit": metric.unit,
-                "higher_is_better": metric.higher_is_better,
+                "higher_is_better": metric.higher_is_better, "panel": metric.panel, "resource": metric.resource,
                 "riverlog_median": riverlog, "kafka_median": kafka, "ratio": ratio,
                 "goal": goal.describe(metric.unit) if goal else None,
                 "met": goal.met(riverlog, ratio) if goal else None,

@@ -1,5 +1,5 @@
-"""Workload sizes: ``full`` is issue #8's benchmark, ``smoke`` a tiny run that only proves the
-harness works end to end (its numbers mean nothing)."""
+"""Workload sizes: ``full`` is the benchmark of issues #8 and #15, ``smoke`` a tiny run that only
+proves the harness works end to end (its numbers mean nothing)."""
 
 from __future__ import annotations
 
@@ -23,6 +23,21 @@ class Scale:
     w8_partitions: int
     w8_settle_s: float  # after creation, before measuring
     w8_window_s: float  # idle CPU is averaged over this window
+    w9_partitions: int  # consumer catch-up of a many-partition topic (issue #15)
+    w9_bytes: int
+    w10_partitions: int
+    w10_bytes: int
+    w11_partitions: int  # 3 brokers, RF=3: follower fetching of this many partitions
+    w11_records: int
+    # The OMB-style workloads (O16x1, O16x4, O100x1, O100x4): a fixed-rate phase, then a search
+    # for the maximum sustained rate in steps of increasing offered rate.
+    omb_rate_mb: float  # MB/s offered by all producers together in the fixed-rate phase
+    omb_seconds: float  # the fixed-rate phase; its first quarter is warm-up
+    omb_step_s: float  # one step of the maximum-rate search
+    omb_search_start_mb: float  # the first step's offered MB/s
+    omb_search_factor: float  # each step offers this much more until one falls short
+    omb_search_steps: int  # at most this many steps (the ramp and the bisection after it)
+    omb_latency_limit_ms: float  # a step whose end-to-end p99 exceeds this has not kept up
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -36,6 +51,11 @@ FULL = Scale(
     w6_case="leader",
     w7_bytes=10 * 10**9,
     w8_partitions=10_000, w8_settle_s=10.0, w8_window_s=30.0,
+    w9_partitions=100, w9_bytes=10**9,
+    w10_partitions=1000, w10_bytes=10**9,
+    w11_partitions=1000, w11_records=200_000,
+    omb_rate_mb=10.0, omb_seconds=20.0, omb_step_s=5.0,
+    omb_search_start_mb=20.0, omb_search_factor=1.5, omb_search_steps=8, omb_latency_limit_ms=1000.0,
 )
 
 SMOKE = Scale(
@@ -46,6 +66,13 @@ SMOKE = Scale(
     w6_case="leader",
     w7_bytes=4 * 10**6,
     w8_partitions=200, w8_settle_s=1.0, w8_window_s=2.0,
+    w9_partitions=100, w9_bytes=2 * 10**6,
+    # 200, not 1,000: a smoke run only checks the harness, and Kafka takes most of a minute to
+    # create, fill and read 1,000 partitions even with a few records each.
+    w10_partitions=200, w10_bytes=2 * 10**6,
+    w11_partitions=200, w11_records=2_000,
+    omb_rate_mb=1.0, omb_seconds=1.0, omb_step_s=0.5,
+    omb_search_start_mb=1.0, omb_search_factor=2.0, omb_search_steps=2, omb_latency_limit_ms=1000.0,
 )
 
 SCALES = {"full": FULL, "smoke": SMOKE}

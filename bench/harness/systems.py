@@ -72,6 +72,9 @@ def single_broker(system: str, workdir: Path, overrides: Mapping[str, object] | 
         broker.start(timeout=START_TIMEOUT)
         yield broker
     finally:
+        # SIGKILL, as ProcessCluster tears its nodes down: the run's data is deleted next, and a
+        # graceful stop (seconds for either system once it holds many partitions) measures nothing.
+        broker.kill()
         broker.close()
 
 

@@ -1,17 +1,23 @@
-"""W1–W8 of issue #8. Each workload runs one measurement against one system and returns its
-values; the runner alternates systems and repeats rounds. A workload may prepare state once per
-system (W7's 10 GB log) that its rounds then reuse."""
+"""W1–W8 of issue #8, W9–W11 and the OMB-style O16x1, O16x4, O100x1, O100x4 of issue #15. Each
+workload runs one measurement against one system and returns its values; the runner alternates
+systems and repeats rounds. A workload may prepare state once per system (W7's 10 GB log) that
+its rounds then reuse.
+
+Every workload also reports its brokers' resources (``resources.Meter`` around its measured
+phase): CPU-seconds per GB moved, or CPU-seconds where it moves no bytes (W6, W7, W8), and the
+peak and median resident memory of the broker process tree (the sum over a cluster's nodes)."""
 
 from __future__ import annotations
 
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness import clients, latency, perftools, resources, systems
-from harness.metrics import AT_LEAST_KAFKA, Goal, Metric
+from harness import clients, latency, omb, perftools, resources, systems
+from harness.metrics import AT_LEAST_KAFKA, HALF_KAFKA_CPU, Goal, Metric, perf_cpu_metric, resource_metrics
 from harness.scale import Scale
 
 TOPIC = "bench"
@@ -40,21 +46,32 @@ def _mb(records: int, size: int, seconds: float) -> float:
     return records * size / 1e6 / seconds
 
 
+def _meter(*processes: Any) -> resources.Meter:
+    """A meter of the given brokers (a BrokerProcess, or every node of a cluster), whose pids it
+    reads at every sample: a broker that starts or dies during the phase is followed."""
+    return resources.Meter(lambda: [p.pid for p in processes if p.running])
+
+
 class W1(Workload):
     def __init__(self) -> None:
         super().__init__("W1", "produce 1 KiB, 1 broker, 8 partitions, linger 5 ms, acks=1", [
             Metric("records_s", "records/s (librdkafka)", "records/s", True, AT_LEAST_KAFKA),
             Metric("mb_s", "MB/s (librdkafka)", "MB/s", True),
             Metric("perf_records_s", "records/s (ProducerPerformance)", "records/s", True, AT_LEAST_KAFKA),
+            *resource_metrics(), perf_cpu_metric("ProducerPerformance"),
         ])
 
     def run(self, system: str, workdir: Path, scale: Scale, state: Any) -> Values:
         n, size = scale.w1_records, scale.record_bytes
         with systems.single_broker(system, workdir) as broker:
             clients.create_topics(broker.bootstrap, {TOPIC: PARTITIONS, "perf": PARTITIONS})
-            seconds = clients.produce(broker.bootstrap, TOPIC, n, size, linger_ms=5, acks="1")
-            perf = perftools.producer_perf(broker.bootstrap, "perf", n, size, linger_ms=5, acks="1")
-        return {"records_s": n / seconds, "mb_s": _mb(n, size, seconds), "perf_records_s": perf}
+            with _meter(broker) as meter:
+                seconds = clients.produce(broker.bootstrap, TOPIC, n, size, linger_ms=5, acks="1")
+                cpu = meter.lap()
+                perf = perftools.producer_perf(broker.bootstrap, "perf", n, size, linger_ms=5, acks="1")
+                perf_cpu = meter.lap()
+        return {"records_s": n / seconds, "mb_s": _mb(n, size, seconds), "perf_records_s": perf,
+                **meter.values(n * size, cpu), "perf_cpu_s_per_gb": resources.per_gb(perf_cpu, n * size)}
 
 
 class W2(Workload):
@@ -62,6 +79,7 @@ class W2(Workload):
         super().__init__("W2", "produce 1 KiB, 3 brokers, RF=3, acks=all, min ISR 2", [
             Metric("records_s", "records/s (librdkafka)", "records/s", True, AT_LEAST_KAFKA),
             Metric("mb_s", "MB/s (librdkafka)", "MB/s", True),
+            *resource_metrics(),
         ])
 
     def run(self, system: str, workdir: Path, scale: Scale, state: Any) -> Values:
@@ -70,43 +88,61 @@ class W2(Workload):
         n, size = scale.w2_records, scale.record_bytes
         with systems.three_brokers(system, workdir) as cluster:
             create_topic(cluster, TOPIC, partitions=PARTITIONS, replication=3, config={"min.insync.replicas": "2"})
-            seconds = clients.produce(cluster.bootstrap, TOPIC, n, size, linger_ms=5, acks="all")
-        return {"records_s": n / seconds, "mb_s": _mb(n, size, seconds)}
+            with _meter(*cluster.nodes) as meter:
+                seconds = clients.produce(cluster.bootstrap, TOPIC, n, size, linger_ms=5, acks="all")
+        return {"records_s": n / seconds, "mb_s": _mb(n, size, seconds), **meter.values(n * size)}
 
 
-class W3(Workload):
-    def __init__(self) -> None:
-        super().__init__("W3", "consume catch-up, 1 KiB records, 1 broker, 8 partitions", [
+class CatchUp(Workload):
+    """Consumer catch-up (W3, W9, W10): records written first with W1's producer, then read from
+    offset 0 by one librdkafka consumer assigned every partition, then by Kafka's Java
+    ConsumerPerformance (a consumer group). Broker CPU per GB for each reader's phase."""
+
+    def __init__(self, key: str, title: str, sizes: Callable[[Scale], tuple[int, int]],
+                 cpu_goal: Goal | None = None) -> None:
+        super().__init__(key, title, [
             Metric("records_s", "records/s (librdkafka)", "records/s", True, AT_LEAST_KAFKA),
             Metric("mb_s", "MB/s (librdkafka)", "MB/s", True),
             Metric("perf_records_s", "records/s (ConsumerPerformance)", "records/s", True, AT_LEAST_KAFKA),
+            *resource_metrics(cpu_goal=cpu_goal), perf_cpu_metric("ConsumerPerformance", cpu_goal),
         ])
+        self.sizes = sizes  # (partitions, bytes) at a scale
 
     def run(self, system: str, workdir: Path, scale: Scale, state: Any) -> Values:
+        partitions, total = self.sizes(scale)
         size = scale.record_bytes
-        n = max(1, scale.w3_bytes // size)
+        n = max(1, total // size)
         with systems.single_broker(system, workdir) as broker:
-            clients.create_topics(broker.bootstrap, {TOPIC: PARTITIONS})
+            clients.create_topics(broker.bootstrap, {TOPIC: partitions}, timeout=900)
             clients.produce(broker.bootstrap, TOPIC, n, size, linger_ms=5, acks="1")
-            seconds = clients.consume_all(broker.bootstrap, TOPIC, PARTITIONS, n)
-            perf = perftools.consumer_perf(broker.bootstrap, TOPIC, n)
-        return {"records_s": n / seconds, "mb_s": _mb(n, size, seconds), "perf_records_s": perf}
+            with _meter(broker) as meter:
+                seconds = clients.consume_all(broker.bootstrap, TOPIC, partitions, n)
+                cpu = meter.lap()
+                perf = perftools.consumer_perf(broker.bootstrap, TOPIC, n)
+                perf_cpu = meter.lap()
+        return {"records_s": n / seconds, "mb_s": _mb(n, size, seconds), "perf_records_s": perf,
+                **meter.values(n * size, cpu), "perf_cpu_s_per_gb": resources.per_gb(perf_cpu, n * size)}
 
 
 class W4(Workload):
     def __init__(self) -> None:
         super().__init__("W4", "end-to-end latency at a fixed rate, 1 KiB, 1 broker, 8 partitions", [
-            Metric("p50_ms", "p50 latency", "ms", False),
-            Metric("p99_ms", "p99 latency", "ms", False, Goal("ratio_max", 1.0)),
-            Metric("p999_ms", "p99.9 latency", "ms", False),
+            Metric("p50_ms", "p50 latency", "ms", False, panel="latency"),
+            Metric("p99_ms", "p99 latency", "ms", False, Goal("ratio_max", 1.0), panel="latency"),
+            Metric("p999_ms", "p99.9 latency", "ms", False, panel="latency"),
             Metric("offered_mb_s", "offered MB/s", "MB/s", True),
+            *resource_metrics(),
         ])
 
     def run(self, system: str, workdir: Path, scale: Scale, state: Any) -> Values:
         with systems.single_broker(system, workdir) as broker:
             clients.create_topics(broker.bootstrap, {TOPIC: PARTITIONS})
-            return latency.measure(broker.bootstrap, TOPIC, PARTITIONS, rate_mb=scale.w4_rate_mb,
-                                   seconds=scale.w4_seconds, size=scale.record_bytes)
+            with _meter(broker) as meter:
+                values = latency.measure(broker.bootstrap, TOPIC, PARTITIONS, rate_mb=scale.w4_rate_mb,
+                                         seconds=scale.w4_seconds, size=scale.record_bytes)
+        # The bytes the paced producer offered (latency.measure sends exactly these).
+        moved = int(scale.w4_rate_mb * 1e6 / scale.record_bytes * scale.w4_seconds) * scale.record_bytes
+        return {**values, **meter.values(moved)}
 
 
 class W5(Workload):
@@ -114,29 +150,39 @@ class W5(Workload):
         super().__init__("W5", "produce 100 B records, linger 0, acks=1, 1 broker, 8 partitions", [
             Metric("records_s", "records/s (librdkafka)", "records/s", True, Goal("ratio_min", 0.5)),
             Metric("mb_s", "MB/s (librdkafka)", "MB/s", True),
+            *resource_metrics(),
         ])
 
     def run(self, system: str, workdir: Path, scale: Scale, state: Any) -> Values:
         n, size = scale.w5_records, scale.w5_record_bytes
         with systems.single_broker(system, workdir) as broker:
             clients.create_topics(broker.bootstrap, {TOPIC: PARTITIONS})
-            seconds = clients.produce(broker.bootstrap, TOPIC, n, size, linger_ms=0, acks="1")
-        return {"records_s": n / seconds, "mb_s": _mb(n, size, seconds)}
+            with _meter(broker) as meter:
+                seconds = clients.produce(broker.bootstrap, TOPIC, n, size, linger_ms=0, acks="1")
+        return {"records_s": n / seconds, "mb_s": _mb(n, size, seconds), **meter.values(n * size)}
 
 
 class W6(Workload):
     def __init__(self) -> None:
         super().__init__("W6", "failover: kill -9 a partition leader -> first acknowledged produce", [
             Metric("failover_s", "unavailability", "s", False, Goal("riverlog_max", 2.0)),
+            *resource_metrics(per_gb=False),
         ])
 
     def run(self, system: str, workdir: Path, scale: Scale, state: Any) -> Values:
         # bench/failover.py's own round (3-process KRaft cluster, RF=3, min ISR 2, idempotent acks=all
         # producer; both systems with Riverlog's failure-detection timings), so the two agree.
+        # Resources from the producer's start through the kill to the first ack after it.
         import failover
 
-        window = failover.one_round(system, scale.w6_case, workdir, dict(failover.RIVERLOG_TIMINGS))
-        return {"failover_s": window}
+        meters: list[resources.Meter] = []
+
+        def watch(cluster: Any) -> resources.Meter:
+            meters.append(_meter(*cluster.nodes))
+            return meters[-1]
+
+        window = failover.one_round(system, scale.w6_case, workdir, dict(failover.RIVERLOG_TIMINGS), watch)
+        return {"failover_s": window, **meters[0].values(None)}
 
 
 @dataclass
@@ -149,6 +195,7 @@ class W7(Workload):
     def __init__(self) -> None:
         super().__init__("W7", "restart after kill -9 with a large log: start -> first produce+fetch", [
             Metric("restart_s", "restart to first produce+fetch", "s", False),
+            *resource_metrics(per_gb=False),
         ])
 
     def prepare(self, system: str, workdir: Path, scale: Scale) -> _Filled:
@@ -166,11 +213,14 @@ class W7(Workload):
 
     def run(self, system: str, workdir: Path, scale: Scale, state: _Filled) -> Values:
         broker = state.broker
-        start = time.monotonic()
         try:
-            broker.start(timeout=1800)
-            clients.produce_and_fetch_one(broker.bootstrap, TOPIC, timeout=600)
-            return {"restart_s": time.monotonic() - start}
+            # The meter finds the broker's process once it is spawned: its recovery's CPU counts.
+            with _meter(broker) as meter:
+                start = time.monotonic()
+                broker.start(timeout=1800)
+                clients.produce_and_fetch_one(broker.bootstrap, TOPIC, timeout=600)
+                restart = time.monotonic() - start
+            return {"restart_s": restart, **meter.values(None)}
         finally:
             broker.kill()
 
@@ -185,6 +235,7 @@ class W8(Workload):
             Metric("idle_cpu_pct", "idle CPU (% of a core)", "%", False),
             Metric("rss_mb", "resident memory", "MB", False),
             Metric("create_s", "time to create and lead all partitions", "s", False),
+            *resource_metrics(per_gb=False),
         ])
 
     def run(self, system: str, workdir: Path, scale: Scale, state: Any) -> Values:
@@ -192,7 +243,9 @@ class W8(Workload):
         # Topics of at most 1,000 partitions each: one CreateTopics of 10,000 would hit request
         # size and timeout limits that are not what W8 is about.
         topics = {f"many-{i}": min(1000, total - i * 1000) for i in range((total + 999) // 1000)}
-        with systems.single_broker(system, workdir) as broker:
+        # The meter spans creation, settling and the idle window: its CPU-seconds are mostly
+        # the creation's, its RSS the memory the partitions hold.
+        with systems.single_broker(system, workdir) as broker, _meter(broker) as meter:
             start = time.monotonic()
             clients.create_topics(broker.bootstrap, topics, timeout=1800)
             created = time.monotonic() - start
@@ -200,7 +253,88 @@ class W8(Workload):
             assert broker.pid is not None
             cpu = resources.idle_cpu_percent(broker.pid, scale.w8_window_s)
             rss = resources.rss_bytes(broker.pid)
-        return {"idle_cpu_pct": cpu, "rss_mb": rss / 1e6, "create_s": created}
+        return {"idle_cpu_pct": cpu, "rss_mb": rss / 1e6, "create_s": created, **meter.values(None)}
 
 
-WORKLOADS: dict[str, Workload] = {w.key: w for w in (W1(), W2(), W3(), W4(), W5(), W6(), W7(), W8())}
+class W11(Workload):
+    """Many partitions replicated: every follower fetches 1,000 partitions from two leaders."""
+
+    def __init__(self) -> None:
+        super().__init__("W11", "produce acks=all to many partitions (1,000 at full scale), RF=3, 3 brokers", [
+            Metric("records_s", "records/s (librdkafka)", "records/s", True),
+            Metric("mb_s", "MB/s (librdkafka)", "MB/s", True),
+            Metric("p99_ms", "send->ack p99 (unthrottled producer)", "ms", False),
+            Metric("create_s", "time to create all partitions, each acknowledging an acks=all write", "s", False),
+            *resource_metrics(),
+        ])
+
+    def run(self, system: str, workdir: Path, scale: Scale, state: Any) -> Values:
+        n, size, partitions = scale.w11_records, scale.record_bytes, scale.w11_partitions
+        with systems.three_brokers(system, workdir) as cluster:
+            # Creation ends when every partition has taken an acks=all write, not when the
+            # metadata names leaders: Kafka's brokers create the replicas after that, and the
+            # timed produce would otherwise pay for it.
+            start = time.monotonic()
+            clients.create_topics(cluster.bootstrap, {TOPIC: partitions}, replication=3, timeout=900,
+                                  config={"min.insync.replicas": "2"})
+            clients.produce_to_each(cluster.bootstrap, TOPIC, partitions, acks="all")
+            created = time.monotonic() - start
+            latencies: list[float] = []
+            with _meter(*cluster.nodes) as meter:
+                seconds = clients.produce(cluster.bootstrap, TOPIC, n, size, linger_ms=5, acks="all",
+                                          latencies=latencies)
+        latencies.sort()
+        p99 = latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))] * 1e3
+        return {"records_s": n / seconds, "mb_s": _mb(n, size, seconds), "p99_ms": p99, "create_s": created,
+                **meter.values(n * size)}
+
+
+class Omb(Workload):
+    """OpenMessaging-Benchmark style (issue #15): one topic of ``partitions`` on one broker, 1 KiB
+    records, ``count`` producer and ``count`` consumer processes (acks=all, linger 1 ms). A
+    fixed-rate phase (publish and end-to-end latency), then a search for the maximum rate."""
+
+    def __init__(self, partitions: int, count: int) -> None:
+        latency_metrics = [
+            Metric(f"{kind}_{name}_ms", f"{what} {label}", "ms", False, panel=what)
+            for kind, what in (("pub", "publish latency"), ("e2e", "end-to-end latency"))
+            for name, label in (("p50", "p50"), ("p99", "p99"), ("p999", "p99.9"), ("p9999", "p99.99"))
+        ]
+        super().__init__(
+            f"O{partitions}x{count}",
+            f"OMB-style: {partitions} partitions, {count} producer(s) + {count} consumer(s), fixed rate and max rate",
+            [
+                *latency_metrics,
+                Metric("fixed_mb_s", "achieved MB/s at the fixed rate", "MB/s", True),
+                Metric("max_mb_s", "maximum sustained MB/s", "MB/s", True),
+                *resource_metrics(),
+            ],
+        )
+        self.partitions = partitions
+        self.count = count
+
+    def run(self, system: str, workdir: Path, scale: Scale, state: Any) -> Values:
+        search = omb.Search(scale.omb_search_start_mb, scale.omb_search_factor, scale.omb_search_steps,
+                            scale.omb_step_s, scale.omb_latency_limit_ms)
+        with systems.single_broker(system, workdir) as broker:
+            clients.create_topics(broker.bootstrap, {TOPIC: self.partitions})
+            with omb.Clients(broker.bootstrap, TOPIC, self.partitions, self.count, scale.record_bytes) as load, \
+                    _meter(broker) as meter:
+                fixed = omb.fixed_rate(load, scale.omb_rate_mb, scale.omb_seconds)
+                # CPU per GB of the fixed-rate phase: the same load offered to both systems.
+                fixed_cpu = meter.lap()
+                searched = omb.max_rate(load, search, f"{self.key} {system}")
+        moved = int(fixed["fixed_records"]) * scale.record_bytes
+        return {**fixed, **searched, **meter.values(moved, fixed_cpu)}
+
+
+CATCH_UP = "consume catch-up, 1 KiB records, 1 broker"
+W3 = CatchUp("W3", f"{CATCH_UP}, 8 partitions", lambda s: (PARTITIONS, s.w3_bytes))
+W9 = CatchUp("W9", f"{CATCH_UP}, 100 partitions", lambda s: (s.w9_partitions, s.w9_bytes), HALF_KAFKA_CPU)
+W10 = CatchUp("W10", f"{CATCH_UP}, many partitions (1,000 at full scale)", lambda s: (s.w10_partitions, s.w10_bytes),
+              HALF_KAFKA_CPU)
+OMB = [Omb(16, 1), Omb(16, 4), Omb(100, 1), Omb(100, 4)]
+
+WORKLOADS: dict[str, Workload] = {
+    w.key: w for w in (W1(), W2(), W3, W4(), W5(), W6(), W7(), W8(), W9, W10, W11(), *OMB)
+}

@@ -1,7 +1,9 @@
-"""The benchmark harness (bench/run.py) end to end at smoke scale: every workload W1–W8 against
-Riverlog and Apache Kafka, one round of tiny sizes. It checks that the harness works (JSON with
-every run, ratios, table, plot), never how fast anything was: speed lives in docs/benchmarks.md.
-It is in the cluster tier because W2 and W6 start three-broker clusters."""
+"""The benchmark harness (bench/run.py) end to end at smoke scale: every workload (W1–W11 and the
+OMB-style O16x1, O16x4, O100x1, O100x4) against Riverlog and Apache Kafka, one round of tiny
+sizes. It checks that the harness works (JSON with every run, ratios, table, plot, the brokers'
+CPU and memory reported by every workload), never how fast anything was: speed lives in
+docs/benchmarks.md. It is in the cluster tier because W2, W6 and W11 start three-broker
+clusters."""
 
 from __future__ import annotations
 
@@ -16,9 +18,11 @@ from support.brokers import REPO_ROOT
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(900)]
 
-WORKLOADS = [f"W{n}" for n in range(1, 9)]
+WORKLOADS = [f"W{n}" for n in range(1, 12)] + ["O16x1", "O16x4", "O100x1", "O100x4"]
 SYSTEMS = ["riverlog", "kafka"]
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+RSS = {"rss_peak_mib", "rss_median_mib"}
+CPU = {"cpu_s_per_gb", "cpu_s"}  # per GB moved, or CPU-seconds where a workload moves no bytes
 
 
 def test_smoke_run_of_every_workload_against_both_systems(tmp_path: Path) -> None:
@@ -41,13 +45,30 @@ def test_smoke_run_of_every_workload_against_both_systems(tmp_path: Path) -> Non
     metrics: dict[str, set[str]] = {}
     for row in document["summary"]:
         metrics.setdefault(row["workload"], set()).add(row["metric"])
-    assert sorted(metrics) == WORKLOADS
+    assert sorted(metrics) == sorted(WORKLOADS)
     for workload in WORKLOADS:
         runs = [r for r in document["runs"] if r["workload"] == workload]
         assert [r["system"] for r in runs] == SYSTEMS, workload
         for run in runs:
             assert set(run["values"]) >= metrics[workload], (workload, run)
             assert all(isinstance(v, int | float) and v >= 0 for v in run["values"].values()), run
+
+    # Every workload reports its brokers' CPU and resident memory, as metrics of the summary
+    # (so the table, the ratios and the plot show them) and as values of every run: the brokers
+    # were found and sampled, whatever the numbers were.
+    for workload in WORKLOADS:
+        assert metrics[workload] >= RSS and metrics[workload] & CPU, (workload, metrics[workload])
+    for run in document["runs"]:
+        values = run["values"]
+        assert values["rss_peak_mib"] >= values["rss_median_mib"] > 0, run
+        assert CPU & set(values), run
+    resource_rows = [row for row in document["summary"] if row["metric"] in RSS | CPU]
+    assert all(row["resource"] and not row["higher_is_better"] for row in resource_rows)
+    # Issue #15's goals of the catch-up workloads: as fast as Kafka, at most half its CPU per GB.
+    goals = {(row["workload"], row["metric"]): row["goal"] for row in document["summary"]}
+    for workload in ("W9", "W10"):
+        assert goals[(workload, "records_s")] == goals[(workload, "perf_records_s")] == ">= 1x"
+        assert goals[(workload, "cpu_s_per_gb")] == goals[(workload, "perf_cpu_s_per_gb")] == "<= 0.5x"
 
     # Ratios are Riverlog's median over Kafka's, for every metric Kafka measured above zero.
     for row in document["summary"]:
