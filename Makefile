@@ -14,7 +14,7 @@ DATA ?= ./data
 HOST ?= 127.0.0.1
 ADVERTISED_HOST ?= localhost
 
-.PHONY: run test lint typecheck unit integration cluster k8s e2e spark deps system-deps java-deps k8s-deps spark-deps chart-crds clean bench
+.PHONY: run test lint typecheck unit integration cluster k8s e2e spark deps system-deps java-deps k8s-deps spark-deps chart-crds clean bench fuzz
 
 # scripts/install.sh is also the Dockerfile's install step: the image installs what CI tested.
 $(STAMP): pyproject.toml scripts/install.sh
@@ -81,6 +81,16 @@ integration: deps system-deps java-deps
 cluster: deps
 	$(BIN)/python -m pytest -m cluster $(PYTEST_ARGS)
 
+# The cluster tier's protocol fuzzer (tests/cluster/test_protocol_fuzz.py, 1,000,000 requests in
+# make test) at length: FUZZ_CASES mutated requests against a 3-node cluster, stopped after
+# FUZZ_SECONDS (then failing if short of the count); outcomes, rate and memory on stdout.
+# RIVERLOG_FUZZ_SEED=<n> in the environment picks another seed.
+FUZZ_CASES ?= 20000000
+FUZZ_SECONDS ?= 3600
+fuzz: deps
+	RIVERLOG_FUZZ_CASES=$(FUZZ_CASES) RIVERLOG_FUZZ_SECONDS=$(FUZZ_SECONDS) \
+		$(BIN)/python -m pytest -s tests/cluster/test_protocol_fuzz.py $(PYTEST_ARGS)
+
 k8s: deps k8s-deps
 	$(BIN)/python -m pytest -m k8s $(PYTEST_ARGS)
 
@@ -91,7 +101,8 @@ e2e: deps k8s-deps
 spark: deps spark-deps
 	$(BIN)/python -m pytest -m spark $(PYTEST_ARGS)
 
-# W1–W8 against Riverlog and Apache Kafka (issue #8): table on stdout, every run's values in
+# W1–W11 and the OpenMessaging-style O16x1..O100x4 against Riverlog and Apache Kafka (issues #8, #15),
+# with every broker's CPU per GB and memory: table on stdout, every run's values in
 # bench/results/latest.json, the plot in docs/benchmarks/bench.png. BENCH_ARGS adds options,
 # e.g. BENCH_ARGS="--rounds 2" or BENCH_ARGS="--workloads W1,W3".
 bench: deps java-deps

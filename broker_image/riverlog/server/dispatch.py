@@ -30,6 +30,9 @@ from .connection import Connection, Response
 
 log = logging.getLogger(__name__)
 
+# The ``api`` label of request errors for API keys the broker does not serve.
+UNKNOWN_API_LABEL = "unknown"
+
 
 @dataclass(slots=True)
 class RequestContext:
@@ -115,7 +118,9 @@ class Dispatcher:
         return w.chunks()
 
     def _unsupported(self, api_key: int, version: int, correlation_id: int, conn: Connection) -> Response:
-        self.metrics.request_errors.labels(api=f"key{api_key}" if api_key not in self.apis else
+        # Keys the broker does not serve share one label: a label per key a client sends would
+        # let any client add up to 65,536 series to every scrape and to the broker's memory.
+        self.metrics.request_errors.labels(api=UNKNOWN_API_LABEL if api_key not in self.apis else
                                            self.apis[api_key].request.name.removesuffix("Request")).inc()
         if api_key == ApiKey.API_VERSIONS:
             # KIP-511: answer in v0 with our ranges so the client can pick a version we know.
