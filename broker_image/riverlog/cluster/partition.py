@@ -31,6 +31,7 @@ from ..protocol.errors import ErrorCode, KafkaError
 from ..storage import AppendInfo, Log, ReadInfo
 
 UNKNOWN_OFFSET = -1
+_MIN_PRUNE_AT = 16  # waiters kept before cancelled ones are looked for
 
 
 @dataclass
@@ -88,6 +89,7 @@ class Partition:
     # Futures resolved when the high watermark moves (acks=all) or data arrives (fetch waits).
     _hw_waiters: list[tuple[int, asyncio.Future[None]]] = field(default_factory=list)
     _data_waiters: list[asyncio.Future[None]] = field(default_factory=list)
+    _prune_at: int = 16
 
     @property
     def is_leader(self) -> bool:
@@ -281,9 +283,20 @@ class Partition:
         return None
 
     def data_arrived(self) -> asyncio.Future[None]:
+        """A future resolved when records are appended. A fetch that stops waiting cancels it;
+        on an idle partition nothing would ever clear it from the list, so cancelled ones are
+        dropped whenever the list has doubled (amortised O(1) per wait)."""
+        if len(self._data_waiters) >= self._prune_at:
+            self._data_waiters = [f for f in self._data_waiters if not f.done()]
+            self._prune_at = max(_MIN_PRUNE_AT, 2 * len(self._data_waiters))
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._data_waiters.append(fut)
         return fut
+
+    @property
+    def data_waiters_held(self) -> int:
+        """Futures held for fetches waiting on this partition (cancelled ones not yet dropped)."""
+        return len(self._data_waiters)
 
     def _wake_data_waiters(self) -> None:
         waiters, self._data_waiters = self._data_waiters, []
