@@ -349,3 +349,26 @@ def test_zstd_needs_produce_v7(shared: BrokerProcess) -> None:
     first = produce(shared, "zstd-versions", zstd, version=7)
     assert (first["error_code"], first["base_offset"]) == (ErrorCode.NONE, 0)  # the refused ones took no offset
     assert produce(shared, "zstd-versions", v2_batch(), version=6)["error_code"] == ErrorCode.NONE
+
+
+def test_one_create_topics_may_not_ask_for_more_than_10000_partitions(shared: BrokerProcess) -> None:
+    """Kafka's MAX_PARTITIONS_PER_BATCH: the whole request is refused, every topic with
+    POLICY_VIOLATION, nothing created; and its bound of 10,000 records per request."""
+    too_many = call(shared, ApiKey.CREATE_TOPICS, {"topics": [
+        {"name": name, "num_partitions": count, "replication_factor": 1, "assignments": [], "configs": []}
+        for name, count in (("huge-a", 6000), ("huge-b", 4001))], "timeout_ms": 15_000, "validate_only": False})
+    assert [(t["name"], t["error_code"], t["error_message"]) for t in too_many["topics"]] == [
+        (name, ErrorCode.POLICY_VIOLATION, "Excessively large number of partitions per request.")
+        for name in ("huge-a", "huge-b")]
+    assert describe(shared, "huge-a")["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+    def validate(count: int) -> tuple[int, str | None]:
+        (topic,) = call(shared, ApiKey.CREATE_TOPICS, {"topics": [
+            {"name": "huge-c", "num_partitions": count, "replication_factor": 1, "assignments": [], "configs": []}],
+            "timeout_ms": 15_000, "validate_only": True})["topics"]
+        return topic["error_code"], topic["error_message"]
+
+    assert validate(9_000) == (ErrorCode.NONE, None)
+    # 10,000 partitions pass the count but not Kafka's bound on records per request (a topic
+    # record and one per partition: 10,001), validate-only as well.
+    assert validate(10_000) == (ErrorCode.POLICY_VIOLATION, "Unable to perform excessively large batch operation.")

@@ -34,7 +34,19 @@ from .image import MetadataImage
 from .partition_ops import AlterPartitionOutcome, AlterPartitionRequest, ElectionOutcome
 from .reassignment import OngoingReassignment, ReassignmentItem, ReassignmentResult
 from .records import Endpoint, ProducerIdsRecord, Record, from_json, to_json
-from .topic_ops import NewTopic, Outcome, alter_topic_configs, create_partitions, create_topic, delete_topic
+from .topic_ops import (
+    EXCESSIVE_PARTITIONS,
+    MAX_PARTITIONS_PER_REQUEST,
+    MAX_RECORDS_PER_REQUEST,
+    TOO_MANY_RECORDS,
+    NewTopic,
+    Outcome,
+    alter_topic_configs,
+    create_partitions,
+    create_topic,
+    delete_topic,
+    requested_partitions,
+)
 
 log = logging.getLogger(__name__)
 
@@ -279,15 +291,23 @@ class LocalController:
         self, requests: Sequence[NewTopic], *, validate_only: bool, default_partitions: int,
         default_replication: int,
     ) -> list[Outcome]:
+        if requested_partitions(requests, default_partitions) > MAX_PARTITIONS_PER_REQUEST:
+            # The whole request is refused, every topic with the same error (as Kafka does).
+            return [Outcome(ErrorCode.POLICY_VIOLATION, EXCESSIVE_PARTITIONS) for _ in requests]
         async with self._lock:
             outcomes: list[Outcome] = []
             image = self.image
             to_commit: list[Record] = []
+            records = 0  # validate-only requests count them too, as Kafka's do
             for req in requests:
                 outcome = create_topic(image, req, default_partitions=default_partitions,
                                        default_replication=default_replication,
                                        start_index=self._placement_start)
                 self._placement_start += 1
+                records += len(outcome.records)
+                if records > MAX_RECORDS_PER_REQUEST:
+                    # Kafka fails the whole request then, every topic with the same error.
+                    return [Outcome(ErrorCode.POLICY_VIOLATION, TOO_MANY_RECORDS) for _ in requests]
                 if not outcome.error and not validate_only:
                     to_commit.extend(outcome.records)
                     image = image.apply(outcome.records)  # later items see earlier ones

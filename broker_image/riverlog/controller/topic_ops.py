@@ -57,6 +57,30 @@ class NewTopic:
     configs: Mapping[str, str | None] = field(default_factory=dict)
 
 
+# Kafka's MAX_PARTITIONS_PER_BATCH: one CreateTopics may not ask for more partitions than this in
+# all, so a single request cannot make the controller place (and every broker create) without bound.
+MAX_PARTITIONS_PER_REQUEST = 10_000
+EXCESSIVE_PARTITIONS = "Excessively large number of partitions per request."
+# Kafka's MAX_RECORDS_PER_USER_OP: the records one admin request may commit (a topic record and one
+# per partition make 10,000 partitions of one topic too many already).
+MAX_RECORDS_PER_REQUEST = 10_000
+TOO_MANY_RECORDS = "Unable to perform excessively large batch operation."
+
+
+def requested_partitions(requests: Sequence[NewTopic], default_partitions: int) -> int:
+    """All partitions a CreateTopics asks for, counted as Kafka counts them: an assignment's
+    partitions, else num_partitions, else (-1) the default."""
+    total = 0
+    for req in requests:
+        if req.assignments:
+            total += len(req.assignments)
+        elif req.num_partitions == -1:
+            total += default_partitions
+        elif req.num_partitions > 0:
+            total += req.num_partitions
+    return total
+
+
 def live_brokers(image: MetadataImage) -> list[tuple[int, str | None]]:
     return [(b.broker_id, b.rack) for b in image.brokers.values() if not b.fenced]
 
