@@ -16,7 +16,7 @@ from riverlog.controller.topic_ops import NewTopic
 from riverlog.protocol.api_keys import ApiKey
 from riverlog.protocol.errors import ErrorCode
 from riverlog.protocol.record_batch import NewRecord, build_batch
-from support.inprocess_cluster import InProcessCluster
+from support.inprocess_cluster import InProcessCluster, run_scenario
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(240)]
 
@@ -25,17 +25,9 @@ PARTITIONS = 48
 
 
 def run(tmp_path: Path, scenario: Callable[[InProcessCluster], Awaitable[None]]) -> None:
-    async def main() -> None:
-        # Creating 144 logs holds the shared event loop for a while on a slow machine: no broker
-        # must be fenced for missing heartbeats meanwhile (leaders would move).
-        cluster = InProcessCluster(tmp_path, 3, {"broker.session.timeout.ms": 20_000})
-        await cluster.start()
-        try:
-            await scenario(cluster)
-        finally:
-            await cluster.stop()
-
-    asyncio.run(main())
+    # Creating 144 logs holds the shared event loop for a while on a slow machine: no broker
+    # must be fenced for missing heartbeats meanwhile (leaders would move).
+    run_scenario(tmp_path, scenario, 3, {"broker.session.timeout.ms": 20_000})
 
 
 async def create_topic(cluster: InProcessCluster, name: str, partitions: int) -> uuid.UUID:

@@ -17,7 +17,7 @@ import pytest
 from riverlog.controller.topic_ops import NewTopic
 from riverlog.protocol.api_keys import ApiKey
 from riverlog.protocol.errors import ErrorCode
-from support.inprocess_cluster import InProcessCluster
+from support.inprocess_cluster import InProcessCluster, run_scenario
 from support.java_tools import JavaTools
 from test_replication_inprocess import TOPIC, Client, NumberedProducer, caught_up, values_in_log, wait_acked
 
@@ -28,15 +28,7 @@ REASSIGN_TOOL = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"  # k
 
 def run(tmp_path: Path, scenario: Callable[[InProcessCluster], Awaitable[None]], size: int = 4,
         **overrides: object) -> None:
-    async def main() -> None:
-        cluster = InProcessCluster(tmp_path, size, overrides)
-        await cluster.start()
-        try:
-            await scenario(cluster)
-        finally:
-            await cluster.stop()
-
-    asyncio.run(main())
+    run_scenario(tmp_path, scenario, size, overrides)
 
 
 class Admin(Client):

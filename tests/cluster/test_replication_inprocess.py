@@ -28,7 +28,7 @@ from riverlog.coordinator.placement import GROUP_METADATA_TOPIC
 from riverlog.protocol.api_keys import ApiKey
 from riverlog.protocol.errors import ErrorCode
 from riverlog.protocol.record_batch import NewRecord, build_batch, iter_records
-from support.inprocess_cluster import InProcessCluster
+from support.inprocess_cluster import InProcessCluster, run_scenario
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(240)]
 
@@ -36,15 +36,7 @@ TOPIC = "orders"
 
 
 def run(tmp_path: Path, scenario: Callable[[InProcessCluster], Awaitable[None]], **overrides: object) -> None:
-    async def main() -> None:
-        cluster = InProcessCluster(tmp_path, 3, overrides)
-        await cluster.start()
-        try:
-            await scenario(cluster)
-        finally:
-            await cluster.stop()
-
-    asyncio.run(main())
+    run_scenario(tmp_path, scenario, 3, overrides)
 
 
 async def create_topic(cluster: InProcessCluster, name: str = TOPIC, *, min_isr: int = 2) -> uuid.UUID:

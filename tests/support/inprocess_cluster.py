@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 
 from riverlog.controller.image import PartitionImage
@@ -61,3 +61,18 @@ class InProcessCluster(DevCluster):
         assert p is not None
         end = p.log.log_end_offset if upto is None else upto
         return p.log.read_records_bytes(p.log.log_start_offset, 1 << 30, max_offset=end)
+
+
+def run_scenario(tmp_path: Path, scenario: Callable[[InProcessCluster], Awaitable[None]], size: int = 3,
+                 overrides: Mapping[str, object] | None = None) -> None:
+    """Start an in-process cluster, run ``scenario`` on it, and stop it whatever happens."""
+
+    async def main() -> None:
+        cluster = InProcessCluster(tmp_path, size, overrides)
+        await cluster.start()
+        try:
+            await scenario(cluster)
+        finally:
+            await cluster.stop()
+
+    asyncio.run(main())
