@@ -160,8 +160,11 @@ def test_dedicated_controllers_and_broker_only_nodes(tmp_path: Path) -> None:
             **common, "node.id": str(n), "process.roles": "controller",
             "listeners": f"CONTROLLER://127.0.0.1:{p}", "log.dirs": str(tmp_path / f"controller{n}")}))
             for n, p in controller_ports.items()}
+        # The brokers (observers) notice a lost metadata leader only after their fetch timeout,
+        # here well past the 1.5 s session timeout: their heartbeats must not wait for their
+        # metadata to catch up, or the new controller fences them (a CI failure once).
         brokers = {n: Broker(BrokerConfig({
-            **common, "node.id": str(n), "process.roles": "broker",
+            **common, "node.id": str(n), "process.roles": "broker", "controller.quorum.fetch.timeout.ms": "4000",
             "listeners": f"PLAINTEXT://127.0.0.1:{p}", "log.dirs": str(tmp_path / f"broker{n}")}))
             for n, p in client_ports.items()}
         await asyncio.gather(*(c.start() for c in controllers.values()), *(b.start() for b in brokers.values()))

@@ -264,9 +264,17 @@ class QuorumController(LocalController):
         self, broker_id: int, broker_epoch: int, *, want_fence: bool = False, want_shutdown: bool = False
     ) -> HeartbeatResult:
         opts = {"want_fence": want_fence, "want_shutdown": want_shutdown}
+        # A live broker's periodic heartbeat changes nothing, so it need not wait for this node's
+        # metadata to catch up. It must not: after a controller failover an observer's metadata
+        # fetch takes up to controller.quorum.fetch.timeout.ms to find the new leader, and a
+        # heartbeat loop held up that long gets its broker fenced (Kafka's brokers heartbeat
+        # independently of their metadata too). Unfencing and shutdown still wait, so the broker
+        # sees its own change.
+        me = self.image.brokers.get(broker_id)
+        settled = me is not None and not me.fenced and not want_fence and not want_shutdown
         return await self._router.route(
             "heartbeat", lambda: super(QuorumController, self).heartbeat(broker_id, broker_epoch, **opts),
-            (broker_id, broker_epoch), opts)
+            (broker_id, broker_epoch), opts, catch_up=not settled)
 
     async def fence_broker(self, broker_id: int) -> None:
         await self._router.route("fence_broker", lambda: super(QuorumController, self).fence_broker(broker_id),

@@ -79,9 +79,10 @@ class CallRouter:
         self._next_voter = -1
 
     async def route(self, method: str, local: Callable[[], Awaitable[T]], arguments: Sequence[Any],
-                    options: Mapping[str, Any]) -> T:
+                    options: Mapping[str, Any], *, catch_up: bool = True) -> T:
         """``local()`` if this node is the active controller, else ``method`` forwarded to the
-        active controller; retried until one answers or ``CALL_TIMEOUT_S`` passed."""
+        active controller; retried until one answers or ``CALL_TIMEOUT_S`` passed. With
+        ``catch_up`` a forwarded call returns once this node's image includes its records."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + CALL_TIMEOUT_S
         reason = "no controller elected yet"
@@ -95,7 +96,8 @@ class CallRouter:
                 leader = self._call_target()
                 if leader is not None:
                     try:
-                        result: T = await self._forward_until_leader_changes(leader, method, arguments, options)
+                        result: T = await self._forward_until_leader_changes(leader, method, arguments, options,
+                                                                             catch_up)
                         self._unreachable = None
                         return result
                     except _LeaderChangedError as exc:
@@ -138,11 +140,11 @@ class CallRouter:
         return others[self._next_voter]
 
     async def _forward_until_leader_changes(
-        self, leader: int, method: str, arguments: Sequence[Any], options: Mapping[str, Any]
+        self, leader: int, method: str, arguments: Sequence[Any], options: Mapping[str, Any], catch_up: bool
     ) -> Any:
         """``_forward``, abandoned when this node learns that another node leads the quorum."""
         driver = self.node.driver
-        call = asyncio.ensure_future(self._forward(leader, method, arguments, options))
+        call = asyncio.ensure_future(self._forward(leader, method, arguments, options, catch_up))
         try:
             while not call.done():
                 changed = asyncio.ensure_future(driver.soft_state_changed().wait())
@@ -162,7 +164,8 @@ class CallRouter:
                     await call
         raise _LeaderChangedError(f"the quorum moved on while {method} waited for node {leader}")
 
-    async def _forward(self, leader: int, method: str, arguments: Sequence[Any], options: Mapping[str, Any]) -> Any:
+    async def _forward(self, leader: int, method: str, arguments: Sequence[Any], options: Mapping[str, Any],
+                       catch_up: bool) -> Any:
         node = self.node
         conn = self._calls.get(leader)
         if conn is None or conn.closed:
@@ -181,7 +184,7 @@ class CallRouter:
                                              leader_hint=hint if hint >= 0 and hint != leader else None)
         if error != ErrorCode.NONE:
             raise KafkaError(response.get("error_message") or error.name, error)
-        if not await node.wait_applied(response["metadata_offset"], CATCH_UP_TIMEOUT_S):
+        if catch_up and not await node.wait_applied(response["metadata_offset"], CATCH_UP_TIMEOUT_S):
             log.warning("node %d: metadata still behind offset %d after %s; going on", node.node_id,
                         response["metadata_offset"], method)
         return codec.from_wire(response["result"])
