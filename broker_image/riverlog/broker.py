@@ -40,11 +40,14 @@ from .controller.records import Endpoint
 from .coordinator.config import GroupConfig
 from .coordinator.runtime import GroupCoordinator
 from .handlers import build_apis
+from .handlers.txn_markers import write_txn_markers
 from .metrics import HealthServer, Metrics
 from .protocol.errors import ErrorCode
 from .server.dispatch import Dispatcher
 from .server.lifecycle import run_until_signalled
 from .server.socket_server import SocketServer
+from .transactions.config import TxnConfig
+from .transactions.runtime import TransactionCoordinator
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +103,11 @@ class Broker:
         self.coordinator = GroupCoordinator(GroupConfig.from_broker(config), self.node_id, self.replicas,
                                             self.controller)
         self.metrics.track_consumer_groups(self.coordinator.offset_samples, self.coordinator.group_samples)
+        # The transaction coordinator: __transaction_state partitions led here, markers to leaders
+        # (those for partitions led here too go through the WriteTxnMarkers handler, in-process).
+        self.transactions = TransactionCoordinator(TxnConfig.from_broker(config), self.node_id, self.replicas,
+                                                   self.controller, config.get("inter.broker.listener.name"),
+                                                   local_markers=lambda body: write_txn_markers(self, body))
         self.metrics.track_controller(self._controller_stats)
         # --- log compaction (cluster/log_cleaner.py): its own threads, started and stopped below.
         self.log_cleaner = LogCleaner(config, self.replicas, self.metrics.registry)
@@ -138,10 +146,13 @@ class Broker:
         self._unsubscribe.append(self.controller.subscribe(lambda old, new: self.replicas.on_image(old, new, now_ms())))
         # After the replica manager: the coordinator loads the offsets partitions it now leads.
         self._unsubscribe.append(self.controller.subscribe(lambda old, new: self.coordinator.on_image(new)))
+        self._unsubscribe.append(self.controller.subscribe(lambda old, new: self.transactions.on_image(new)))
         if self.controller.image is not loaded:
             # A shared controller may have moved on while the logs were recovering.
             self.replicas.on_image(loaded, self.controller.image, now_ms())
         self.coordinator.on_image(self.controller.image)
+        self.transactions.on_image(self.controller.image)
+        self.transactions.start()
         await self.health.start()
         endpoints = [Endpoint(lst.name, lst.host, lst.port) for lst in self.config.advertised_listeners()]
         # A new incarnation each start: the controller then knows the previous process is gone.
@@ -223,6 +234,7 @@ class Broker:
         # The group coordinator lets go of offsets partitions whose directory went offline (the
         # clients of those groups then look for their coordinator again and get an error).
         self.coordinator.on_image(self.controller.image)
+        self.transactions.on_image(self.controller.image)
 
     def flush_if_needed(self, partition: Partition) -> None:
         if partition.log.needs_flush:
@@ -262,6 +274,7 @@ class Broker:
             await self._bounded("leaving the metadata quorum", self.quorum.stop())
         self.sockets.close()
         await self._bounded("stopping the group coordinator", self.coordinator.stop())
+        await self._bounded("stopping the transaction coordinator", self.transactions.stop())
         for unsubscribe in self._unsubscribe:
             unsubscribe()
         await self._bounded("stopping the log cleaner", self.log_cleaner.stop())  # before the logs close
@@ -298,6 +311,7 @@ class Broker:
             await self.quorum.halt()
         await self.replicas.fetchers.stop()
         await self.coordinator.stop()
+        await self.transactions.stop()
         await self.log_cleaner.stop()
         self._flushes_closed = True
         self._flushes.shutdown(wait=False)

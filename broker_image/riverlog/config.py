@@ -103,6 +103,17 @@ DEFAULTS: dict[str, str] = {
     "offsets.commit.timeout.ms": "5000",
     "offsets.topic.segment.bytes": "104857600",
     "offsets.load.buffer.size": "5242880",
+    # The transaction coordinator (transactions/), Kafka's names and defaults; replication factor
+    # and min ISR of __transaction_state are capped at the brokers registered when it is created.
+    "transaction.state.log.num.partitions": "50",
+    "transaction.state.log.replication.factor": "3",
+    "transaction.state.log.min.isr": "2",
+    "transaction.state.log.segment.bytes": "104857600",
+    "transaction.state.log.load.buffer.size": "5242880",
+    "transaction.max.timeout.ms": "900000",
+    "transactional.id.expiration.ms": "604800000",
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "10000",
+    "transaction.remove.expired.transaction.cleanup.interval.ms": "3600000",
     "unclean.leader.election.enable": "false",
     # Automatic preferred-leader rebalance (controller/leader_balance.py), Kafka's defaults.
     "auto.leader.rebalance.enable": "true",
@@ -307,6 +318,13 @@ class BrokerConfig:
                     "offsets.retention.minutes", "offsets.retention.check.interval.ms",
                     "offsets.commit.timeout.ms", "offsets.topic.segment.bytes", "offsets.load.buffer.size"):
             self.get_int(key)
+        for key in ("transaction.state.log.num.partitions", "transaction.state.log.replication.factor",
+                    "transaction.state.log.min.isr", "transaction.state.log.segment.bytes",
+                    "transaction.state.log.load.buffer.size", "transaction.max.timeout.ms",
+                    "transactional.id.expiration.ms", "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+                    "transaction.remove.expired.transaction.cleanup.interval.ms"):
+            if self.get_int(key) < 1:
+                raise ConfigError(f"{key} must be at least 1, got {self.get(key)}")
         for key in ("log.cleaner.threads", "log.cleaner.backoff.ms", "log.cleaner.dedupe.buffer.size"):
             if self.get_int(key) < 1:
                 raise ConfigError(f"{key} must be at least 1, got {self.get(key)}")

@@ -13,7 +13,7 @@ from typing import Any
 from riverlog.coordinator.config import GroupConfig
 from riverlog.coordinator.effects import AfterWrite, Result
 from riverlog.coordinator.membership import JoinRequest, LeavingMember, SyncRequest
-from riverlog.coordinator.offset_ops import CommitPartition, CommitRequest
+from riverlog.coordinator.offset_ops import CommitPartition, CommitRequest, TxnCommitRequest
 from riverlog.coordinator.records import CoordinatorRecord
 from riverlog.coordinator.shard import GroupShard
 from riverlog.protocol.errors import ErrorCode
@@ -40,6 +40,8 @@ class Harness:
         self.shard = GroupShard(0, self.config)
         self.replies: dict[int, Body] = {}
         self.written: list[CoordinatorRecord] = []
+        # (producer id, producer epoch, records) of every transactional batch written
+        self.txn_written: list[tuple[int, int, list[CoordinatorRecord]]] = []
         self.held: list[tuple[list[CoordinatorRecord], list[AfterWrite]]] = []
         self._token = 0
         self._apply(self.shard.on_loaded(self.now))
@@ -50,12 +52,16 @@ class Harness:
         for token, body in result.replies:
             assert token not in self.replies, f"token {token} answered twice"
             self.replies[token] = body
-        if result.records or result.after_write:
+        writes = [(result.records, result.after_write)] if result.records or result.after_write else []
+        for txn in result.txn_writes:
+            self.txn_written.append((txn.producer_id, txn.producer_epoch, txn.records))
+            writes.append((txn.records, [txn.after]))
+        for records, callbacks in writes:
             if self.hold_writes:
-                self.held.append((result.records, result.after_write))
+                self.held.append((records, callbacks))
             else:
-                self.written.extend(result.records)
-                self._apply(self.shard.complete_write(result.after_write, ErrorCode.NONE, self.now))
+                self.written.extend(records)
+                self._apply(self.shard.complete_write(callbacks, ErrorCode.NONE, self.now))
 
     def release_writes(self, error: ErrorCode = ErrorCode.NONE) -> None:
         held, self.held = self.held, []
@@ -121,6 +127,27 @@ class Harness:
         return self.run(self.shard.commit_offsets, CommitRequest(
             group, generation, member_id, instance, retention,
             tuple((t, tuple(ps)) for t, ps in topics.items()), version))
+
+    def txn_commit(self, offsets: dict[tuple[str, int], int], *, producer_id: int = 7, producer_epoch: int = 0,
+                   group: str = "g", generation: int = -1, member_id: str = "", instance: str | None = None,
+                   metadata: str | None = "", version: int = 3) -> int:
+        topics: dict[str, list[CommitPartition]] = {}
+        for (topic, partition), offset in offsets.items():
+            topics.setdefault(topic, []).append(CommitPartition(partition, offset, -1, metadata))
+        return self.run(self.shard.commit_txn_offsets, TxnCommitRequest(
+            "txn", group, producer_id, producer_epoch, generation, member_id, instance,
+            tuple((t, tuple(ps)) for t, ps in topics.items()), version))
+
+    def marker(self, producer_id: int, committed: bool) -> None:
+        """The transaction marker of ``producer_id`` was written (WriteTxnMarkers)."""
+        self._apply(self.shard.run(self.now, self.shard.complete_transaction, producer_id, committed))
+
+    def fetch_stable(self, topics: dict[str, list[int]] | None, *,
+                     group: str = "g") -> dict[tuple[str, int], tuple[int, ErrorCode]]:
+        """OffsetFetch with require_stable: (offset, error) by partition."""
+        wanted = None if topics is None else list(topics.items())
+        return {(t["name"], p["partition_index"]): (p["committed_offset"], ErrorCode(p["error_code"]))
+                for t in self.shard.fetch_offsets(group, wanted, True) for p in t["partitions"]}
 
     def commit_errors(self, token: int) -> dict[tuple[str, int], ErrorCode]:
         return {(topic, p): ErrorCode(e) for topic, parts in self.replies[token]["topics"] for p, e in parts}

@@ -100,6 +100,11 @@ class Partition:
         return self.log.high_watermark
 
     @property
+    def last_stable_offset(self) -> int:
+        """Below it every transaction is complete and replicated: what read_committed reads."""
+        return self.log.last_stable_offset()
+
+    @property
     def effective_min_isr(self) -> int:
         # KIP-966 (Kafka 4.x): capped at the replication factor, so an RF=1 topic with
         # min.insync.replicas=2 still accepts acks=all, as Kafka does.
@@ -181,7 +186,29 @@ class Partition:
 
     # Writes ------------------------------------------------------------------------------
 
-    def append(self, records: memoryview, *, acks: int, now_ms: int) -> AppendInfo:
+    def append(self, records: memoryview, *, acks: int, now_ms: int, from_coordinator: bool = False) -> AppendInfo:
+        """Append as leader; ``from_coordinator`` as in :meth:`Log.append_as_leader` (a batch the
+        group coordinator writes for a transactional offset commit)."""
+        self._check_append(acks)
+        info = self.log.append_as_leader(
+            records, leader_epoch=self.leader_epoch, now_ms=now_ms, from_coordinator=from_coordinator
+        )
+        self._after_append(now_ms)
+        return info
+
+    def append_txn_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int, committed: bool,
+                          *, now_ms: int) -> AppendInfo:
+        """Write a transaction marker (WriteTxnMarkers, which Kafka appends with acks=all: the
+        caller waits for the high watermark to pass ``last_offset``)."""
+        self._check_append(-1)
+        info = self.log.append_txn_marker(
+            producer_id=producer_id, producer_epoch=producer_epoch, coordinator_epoch=coordinator_epoch,
+            committed=committed, leader_epoch=self.leader_epoch, now_ms=now_ms,
+        )
+        self._after_append(now_ms)
+        return info
+
+    def _check_append(self, acks: int) -> None:
         self.check_leader()
         if acks == -1 and len(self.isr) < self.effective_min_isr:
             raise KafkaError(
@@ -189,10 +216,10 @@ class Partition:
                 f"min.isr requirement of {self.min_insync_replicas}",
                 ErrorCode.NOT_ENOUGH_REPLICAS,
             )
-        info = self.log.append_as_leader(records, leader_epoch=self.leader_epoch, now_ms=now_ms)
+
+    def _after_append(self, now_ms: int) -> None:
         self._maybe_advance_hw(now_ms)
         self._wake_data_waiters()  # followers read up to the log end
-        return info
 
     def wait_for_high_watermark(self, offset: int) -> asyncio.Future[None]:
         """A future resolved once the high watermark is above ``offset`` (acks=all); it fails
@@ -266,9 +293,15 @@ class Partition:
 
     # Reads -------------------------------------------------------------------------------
 
-    def read(self, offset: int, max_bytes: int, *, replica: bool = False, min_one_batch: bool = True) -> ReadInfo:
-        # Consumers see only committed data (below the high watermark); followers read to the end.
-        limit = self.log.log_end_offset if replica else self.high_watermark
+    def read(self, offset: int, max_bytes: int, *, replica: bool = False, min_one_batch: bool = True,
+             read_committed: bool = False) -> ReadInfo:
+        # Consumers see only committed data (below the high watermark), read_committed ones only
+        # data below the last stable offset; followers read to the end. A read_committed fetch
+        # waiting for the LSO is woken by what moves it: a marker's append or the high watermark.
+        if replica:
+            limit = self.log.log_end_offset
+        else:
+            limit = self.last_stable_offset if read_committed else self.high_watermark
         return self.log.read(offset, max_bytes, max_offset=limit, min_one_batch=min_one_batch)
 
     def diverging_epoch(self, last_fetched_epoch: int, fetch_offset: int) -> tuple[int, int] | None:

@@ -26,12 +26,26 @@ AfterWrite = Callable[[ErrorCode], None]
 
 
 @dataclass
+class TxnWrite:
+    """Records to append as one transactional batch of a producer (a TxnOffsetCommit): they
+    join the producer's open transaction on the partition, and ``after`` runs once they are
+    durable (NONE) or could not be written (the error), like ``Result.after_write``."""
+
+    producer_id: int
+    producer_epoch: int
+    records: list[CoordinatorRecord]
+    after: AfterWrite
+
+
+@dataclass
 class Result:
     replies: list[Reply] = field(default_factory=list)
     records: list[CoordinatorRecord] = field(default_factory=list)
     # Run with NONE once ``records`` are committed, or with the (coordinator-facing) error
     # code when the write failed. It runs inside the state machine and adds to a new Result.
     after_write: list[AfterWrite] = field(default_factory=list)
+    # Transactional batches, appended after ``records`` (one batch each).
+    txn_writes: list[TxnWrite] = field(default_factory=list)
 
     def reply(self, token: int | None, body: Body) -> None:
         if token is not None:
@@ -42,14 +56,18 @@ class Result:
         if after is not None:
             self.after_write.append(after)
 
+    def write_transactional(self, write: TxnWrite) -> None:
+        self.txn_writes.append(write)
+
     def extend(self, other: Result) -> None:
         self.replies.extend(other.replies)
         self.records.extend(other.records)
         self.after_write.extend(other.after_write)
+        self.txn_writes.extend(other.txn_writes)
 
     @property
     def empty(self) -> bool:
-        return not (self.replies or self.records or self.after_write)
+        return not (self.replies or self.records or self.after_write or self.txn_writes)
 
 
 TimerKey = tuple[str, ...]

@@ -3,6 +3,10 @@
 Commits are checked against the group (generation, member, instance id); a commit with
 generation -1 to an empty or unknown group is a "standalone" commit (``assign()`` without
 joining) and creates a simple group. Offsets are applied when their record is durable.
+Transactional commits (TxnOffsetCommit) are written in a transactional batch of the producer
+and stay pending (``txn_offsets.py``) until the transaction's marker commits or aborts them;
+OffsetFetch with ``require_stable`` answers UNSTABLE_OFFSET_COMMIT for partitions that have
+pending offsets, deletions drop pending offsets too, and expiry leaves them alone.
 Expiry (every ``offsets.retention.check.interval.ms``) removes offsets older than
 ``offsets.retention.minutes`` — counted from when the group became Empty, or from the commit
 for simple groups — and then the group itself once it is empty and has no offsets left.
@@ -19,6 +23,7 @@ from .group import ClassicGroup, GroupState
 from .offsets import OffsetAndMetadata
 from .records import CoordinatorRecord, OffsetCommitKey, OffsetCommitValue
 from .state import ShardState, log
+from .txn_offsets import NO_PRODUCER_ID
 
 S = GroupState
 INVALID_OFFSET = -1
@@ -44,6 +49,21 @@ class CommitRequest:
     version: int
 
 
+@dataclass(frozen=True)
+class TxnCommitRequest:
+    """A TxnOffsetCommit: offsets committed inside the producer's open transaction."""
+
+    transactional_id: str
+    group_id: str
+    producer_id: int
+    producer_epoch: int
+    generation_id: int  # v3+; -1 before
+    member_id: str  # v3+; "" before
+    group_instance_id: str | None
+    topics: tuple[tuple[str, tuple[CommitPartition, ...]], ...]
+    version: int
+
+
 # (topic, [(partition, error)]) as answered to an OffsetCommit or OffsetDelete
 PartitionErrors = list[tuple[str, list[tuple[int, ErrorCode]]]]
 
@@ -65,7 +85,8 @@ class OffsetOps(ShardState):
                                              if req.version >= MIN_VERSION_GROUP_ID_NOT_FOUND
                                              else ErrorCode.ILLEGAL_GENERATION))
                 return
-        error = self._validate_commit(group, req)
+        error = self._validate_commit(group, req.generation_id, req.member_id, req.group_instance_id,
+                                      transactional=False)
         if error is not None:
             self.reply(token, all_failed(error))
             return
@@ -100,60 +121,154 @@ class OffsetOps(ShardState):
 
         self.write(records, after)
 
-    def _validate_commit(self, group: ClassicGroup, req: CommitRequest) -> ErrorCode | None:
+    def _validate_commit(self, group: ClassicGroup, generation_id: int, member_id: str,
+                         group_instance_id: str | None, *, transactional: bool) -> ErrorCode | None:
         if group.is_in(S.DEAD):
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        if req.generation_id < 0 and group.is_in(S.EMPTY):
+        if generation_id < 0 and group.is_in(S.EMPTY):
             return None  # standalone commit: allowed while nobody uses the group
-        if req.generation_id >= 0 or req.member_id or req.group_instance_id is not None:
-            invalid = group.validate_member(req.member_id, req.group_instance_id)
+        if generation_id >= 0 or member_id or group_instance_id is not None:
+            invalid = group.validate_member(member_id, group_instance_id)
             if invalid is not None:
                 return ErrorCode[invalid]
-            if req.generation_id != group.generation_id:
+            if generation_id != group.generation_id:
                 return ErrorCode.ILLEGAL_GENERATION
-        elif not group.is_in(S.EMPTY):
+        elif not transactional and not group.is_in(S.EMPTY):
+            # TxnOffsetCommit before v3 carries no member id or generation: Kafka accepts it.
             return ErrorCode.UNKNOWN_MEMBER_ID
-        if group.is_in(S.COMPLETING_REBALANCE):
-            # The member knows the new generation but has no assignment yet.
+        if not transactional and group.is_in(S.COMPLETING_REBALANCE):
+            # The member knows the new generation but has no assignment yet. Transactional
+            # commits do not look at the group's state (Kafka).
             return ErrorCode.REBALANCE_IN_PROGRESS
         return None
 
-    def replay_offset(self, record: CoordinatorRecord) -> None:
+    def replay_offset(self, record: CoordinatorRecord, producer_id: int = NO_PRODUCER_ID) -> None:
+        """Apply an offset record, in log order: from a write that became durable, or read back
+        from the log. ``producer_id`` is the producer of a transactional batch, whose offsets
+        stay pending until its marker."""
         key = record.key
         assert isinstance(key, OffsetCommitKey)
+        self.record_position += 1
         if record.value is None:
             self.offsets.remove(key.group, key.topic, key.partition)
+            # A tombstone also drops every pending transactional offset of the partition.
+            self.pending_txn_offsets.remove_partition(key.group, key.topic, key.partition)
             return
         assert isinstance(record.value, OffsetCommitValue)
         # Offsets without a group (standalone commits) live in a simple group.
         self.get_or_create_simple_group(key.group)
-        self.offsets.put(key.group, key.topic, key.partition, OffsetAndMetadata.from_value(record.value))
+        value = OffsetAndMetadata.from_value(record.value, self.record_position)
+        if producer_id == NO_PRODUCER_ID:
+            self.offsets.put(key.group, key.topic, key.partition, value)
+        else:
+            self.pending_txn_offsets.put(producer_id, key.group, key.topic, key.partition, value)
+
+    # Transactions (TxnOffsetCommit and markers) ------------------------------------------
+
+    def commit_txn_offsets(self, token: int, req: TxnCommitRequest) -> None:
+        """TxnOffsetCommit: validate as Kafka does, write the offsets as a transactional batch of
+        the producer, keep them pending once durable, answer."""
+        def all_failed(error: ErrorCode) -> Body:
+            return {"topics": [(topic, [(p.partition, error) for p in parts]) for topic, parts in req.topics]}
+
+        if req.producer_id < 0:
+            # Without a producer the batch would not be transactional and the offsets would be
+            # committed at once. Kafka's transaction verification refuses such a producer id.
+            self.reply(token, all_failed(ErrorCode.INVALID_PRODUCER_ID_MAPPING))
+            return
+        group = self.groups.get(req.group_id)
+        if group is None:
+            if req.generation_id >= 0:
+                # Unlike OffsetCommit v9+, never GROUP_ID_NOT_FOUND here (Kafka).
+                self.reply(token, all_failed(ErrorCode.ILLEGAL_GENERATION))
+                return
+            group = self.get_or_create_simple_group(req.group_id)
+        error = self._validate_commit(group, req.generation_id, req.member_id, req.group_instance_id,
+                                      transactional=True)
+        if error is not None:
+            self.reply(token, all_failed(error))
+            return
+        results: PartitionErrors = []
+        records: list[CoordinatorRecord] = []
+        for topic, partitions in req.topics:
+            topic_results: list[tuple[int, ErrorCode]] = []
+            for p in partitions:
+                metadata = p.metadata or ""
+                if p.metadata is not None and len(metadata) > self.config.offset_metadata_max_bytes:
+                    topic_results.append((p.partition, ErrorCode.OFFSET_METADATA_TOO_LARGE))
+                    continue
+                topic_results.append((p.partition, ErrorCode.NONE))
+                value = OffsetCommitValue(p.offset, metadata, self.now_ms, p.leader_epoch)
+                records.append(CoordinatorRecord(OffsetCommitKey(req.group_id, topic, p.partition), value))
+            results.append((topic, topic_results))
+        if not records:
+            self.reply(token, {"topics": results})
+            return
+
+        def after(error: ErrorCode) -> None:
+            if error != ErrorCode.NONE:
+                self.reply(token, all_failed(error))
+                return
+            for record in records:
+                self.replay_offset(record, req.producer_id)
+            self.reply(token, {"topics": results})
+
+        self.write_transactional(req.producer_id, req.producer_epoch, records, after)
+
+    def complete_transaction(self, producer_id: int, committed: bool) -> None:
+        """The transaction marker of ``producer_id`` is in the log: its pending offsets become
+        the committed ones (commit) or are dropped (abort). Replaying a marker again, or one
+        for a producer without pending offsets here, changes nothing."""
+        pending = self.pending_txn_offsets.complete(producer_id)
+        if pending is None:
+            return
+        if not committed:
+            log.debug("producer %d: aborted %d transactional offsets", producer_id, len(pending))
+            return
+        for group, topic, partition, value in pending.all_entries():
+            existing = self.offsets.get(group, topic, partition)
+            # A plain commit written after the transactional one wins (Kafka compares record
+            # offsets: a compacted log must materialise the same offset).
+            if existing is None or value.record_position > existing.record_position:
+                self.offsets.put(group, topic, partition, value)
+        log.debug("producer %d: committed %d transactional offsets", producer_id, len(pending))
 
     # OffsetFetch -------------------------------------------------------------------------
 
-    def fetch_offsets(self, group_id: str, topics: Sequence[tuple[str, Sequence[int]]] | None) -> list[Body]:
+    def fetch_offsets(self, group_id: str, topics: Sequence[tuple[str, Sequence[int]]] | None,
+                      require_stable: bool = False) -> list[Body]:
         """Committed offsets as ``[{"name", "partitions": [...]}]``; ``topics`` None means all.
 
         An unknown group is not an error for the classic protocol: its offsets are just unset.
+        With ``require_stable`` (KIP-447) a partition with pending transactional offsets answers
+        UNSTABLE_OFFSET_COMMIT, so the consumer retries until the transaction is over; listing
+        all offsets reports only partitions that have a committed offset, as Kafka does.
         """
         group = self.groups.get(group_id)
         known = group is not None and not group.is_in(S.DEAD)
+        pending = self.pending_txn_offsets
+
+        def fetched(topic: str, partition: int, value: OffsetAndMetadata | None) -> Body:
+            if require_stable and pending.has_pending(group_id, topic, partition):
+                return self._fetched(partition, None, ErrorCode.UNSTABLE_OFFSET_COMMIT)
+            return self._fetched(partition, value)
+
         if topics is None:
             if not known:
                 return []
-            return [{"name": topic, "partitions": [self._fetched(p, value) for p, value in sorted(parts.items())]}
+            return [{"name": topic, "partitions": [fetched(topic, p, value) for p, value in sorted(parts.items())]}
                     for topic, parts in sorted(self.offsets.group_offsets(group_id).items())]
         out: list[Body] = []
         for topic, partitions in topics:
             out.append({"name": topic, "partitions": [
-                self._fetched(p, self.offsets.get(group_id, topic, p) if known else None) for p in partitions]})
+                fetched(topic, p, self.offsets.get(group_id, topic, p) if known else None) for p in partitions]})
         return out
 
     @staticmethod
-    def _fetched(partition: int, value: OffsetAndMetadata | None) -> Body:
+    def _fetched(partition: int, value: OffsetAndMetadata | None, error: ErrorCode = ErrorCode.NONE) -> Body:
         if value is None:
             return {"partition_index": partition, "committed_offset": INVALID_OFFSET, "committed_leader_epoch": -1,
-                    "metadata": "", "error_code": ErrorCode.NONE}
+                    "metadata": "", "error_code": error}
         return {"partition_index": partition, "committed_offset": value.offset,
                 "committed_leader_epoch": value.leader_epoch, "metadata": value.metadata,
                 "error_code": ErrorCode.NONE}
@@ -175,8 +290,10 @@ class OffsetOps(ShardState):
                 results.append((topic, [(p, ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC) for p in partitions]))
                 continue
             results.append((topic, [(p, ErrorCode.NONE) for p in partitions]))
+            # A tombstone also goes where only a pending transactional offset exists (Kafka).
             records.extend(self.offset_tombstone(group_id, topic, p) for p in partitions
-                           if self.offsets.get(group_id, topic, p) is not None)
+                           if self.offsets.get(group_id, topic, p) is not None
+                           or self.pending_txn_offsets.has_pending(group_id, topic, p))
         self._write_and_apply(records)
         self.reply_when_written(token, {"error_code": ErrorCode.NONE, "topics": results},
                                 lambda error: {"error_code": error, "topics": []})
@@ -218,10 +335,11 @@ class OffsetOps(ShardState):
         self.schedule_expiration()
 
     def _expire_offsets(self, group: ClassicGroup, records: list[CoordinatorRecord]) -> bool:
-        """Tombstone the group's expired offsets; True if none remain."""
+        """Tombstone the group's expired offsets; True if none remain (nor pending ones)."""
         group_offsets = self.offsets.group_offsets(group.group_id)
+        pending = self.pending_txn_offsets
         if not group_offsets:
-            return True
+            return not pending.has_group(group.group_id)
         base = self._retention_base(group)
         if base is None:
             return False
@@ -232,11 +350,14 @@ class OffsetOps(ShardState):
                 all_expired = False
                 continue
             for partition, value in partitions.items():
-                if value.is_expired(self.now_ms, base(value), retention):
+                # An offset with a transactional one pending stays until the transaction ends.
+                if value.is_expired(self.now_ms, base(value), retention) and \
+                        not pending.has_pending(group.group_id, topic, partition):
                     records.append(self.offset_tombstone(group.group_id, topic, partition))
                 else:
                     all_expired = False
-        return all_expired
+        # A group with open transactions holding its offsets is not removed yet.
+        return all_expired and not pending.has_group(group.group_id)
 
     @staticmethod
     def _retention_base(group: ClassicGroup) -> Callable[[OffsetAndMetadata], int] | None:
@@ -251,7 +372,10 @@ class OffsetOps(ShardState):
         return None
 
     def tombstone_deleted_topics(self, topics: set[str]) -> None:
-        """Topics were deleted: their committed offsets go too (Kafka's onPartitionsDeleted)."""
-        records = [self.offset_tombstone(group, topic, partition)
-                   for group, topic, partition, _ in self.offsets.all_entries() if topic in topics]
+        """Topics were deleted: their committed and pending offsets go too (Kafka's onPartitionsDeleted)."""
+        doomed = {(group, topic, partition)
+                  for group, topic, partition, _ in self.offsets.all_entries() if topic in topics}
+        doomed.update((group, topic, partition) for _, group, topic, partition, _ in
+                      self.pending_txn_offsets.all_entries() if topic in topics)
+        records = [self.offset_tombstone(group, topic, partition) for group, topic, partition in sorted(doomed)]
         self._write_and_apply(records)

@@ -8,7 +8,7 @@ an offset that a crash could still take back.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .records import OffsetCommitValue
 
@@ -20,11 +20,15 @@ class OffsetAndMetadata:
     metadata: str
     commit_timestamp_ms: int
     expire_timestamp_ms: int  # -1: none (set only by commits that gave a retention time)
+    # Where its record stands in the partition's log order (a counter the shard keeps, in log
+    # order): a transactional offset that commits replaces a committed offset only if it was
+    # written after it, as Kafka compares record offsets. Not part of the offset's value.
+    record_position: int = field(default=-1, compare=False)
 
     @classmethod
-    def from_value(cls, value: OffsetCommitValue) -> OffsetAndMetadata:
+    def from_value(cls, value: OffsetCommitValue, record_position: int = -1) -> OffsetAndMetadata:
         return cls(value.offset, value.leader_epoch, value.metadata, value.commit_timestamp,
-                   value.expire_timestamp)
+                   value.expire_timestamp, record_position)
 
     def to_value(self) -> OffsetCommitValue:
         return OffsetCommitValue(self.offset, self.metadata, self.commit_timestamp_ms, self.leader_epoch,

@@ -9,7 +9,9 @@ For every ``__consumer_offsets`` partition this broker leads there is one
 - runs requests against the shard: each request gets a reply token whose future the handler
   awaits, so a JoinGroup can stay parked until its rebalance completes;
 - appends the records a decision produced to the partition (in decision order, as one batch)
-  and reports back once the high watermark passes them (acks=all), or the error;
+  and reports back once the high watermark passes them (acks=all), or the error; transactional
+  offset commits go as a transactional batch of their producer (``from_coordinator``), and
+  ``complete_transaction`` applies the markers the WriteTxnMarkers handler wrote;
 - arms one loop timer per shard at the shard's next deadline and ticks the shard then;
 - creates ``__consumer_offsets`` on first need.
 """
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import struct
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -31,10 +34,11 @@ from ..protocol.primitives import DecodeError
 from ..protocol.record_batch import NewRecord, build_batch, decode_records, iter_batches
 from ..storage import Log
 from .config import GroupConfig
-from .effects import AfterWrite, Body, Result
+from .effects import AfterWrite, Body, Result, TxnWrite
 from .placement import GROUP_METADATA_TOPIC, partition_for
 from .records import CoordinatorRecord, UnknownRecord, decode, encode
 from .shard import GroupShard
+from .txn_offsets import NO_PRODUCER_ID
 
 if TYPE_CHECKING:
     from ..cluster.replica_manager import ReplicaManager
@@ -44,6 +48,19 @@ log = logging.getLogger(__name__)
 
 # (group, topic, partition, committed offset, high watermark or None if not hosted here)
 OffsetSample = tuple[str, str, int, int, int | None]
+
+
+@dataclass(frozen=True)
+class _Marker:
+    """A transaction marker (control batch) read back from the log."""
+
+    producer_id: int
+    committed: bool
+
+
+# What loading replays, in log order: a record with the producer id of its batch (-1 unless
+# the batch is transactional), or a marker.
+_LoadItem = tuple[CoordinatorRecord, int] | _Marker
 
 
 
@@ -199,8 +216,11 @@ class GroupCoordinator:
                     None, _read_chunk, log_obj, offset, self.config.offsets_load_buffer_size)
                 if handle.closed:
                     return
-                for record in records:
-                    handle.shard.replay(record)
+                for item in records:
+                    if isinstance(item, _Marker):
+                        handle.shard.replay_marker(item.producer_id, item.committed)
+                    else:
+                        handle.shard.replay(*item)
                 count += len(records)
         except Exception:
             log.exception("loading %s-%d failed; the partition's groups stay unavailable",
@@ -283,11 +303,18 @@ class GroupCoordinator:
         self._deliver(result.replies)
         if result.records or result.after_write:
             self._write(handle, result.records, result.after_write)
+        for txn in result.txn_writes:
+            self._write(handle, txn.records, [txn.after], txn)
         if not handle.closed:
             self._arm(handle)
 
-    def _write(self, handle: _ShardHandle, records: list[CoordinatorRecord], callbacks: list[AfterWrite]) -> None:
-        """Append now (so the log keeps the order of decisions), confirm asynchronously."""
+    def _write(self, handle: _ShardHandle, records: list[CoordinatorRecord], callbacks: list[AfterWrite],
+               txn: TxnWrite | None = None) -> None:
+        """Append now (so the log keeps the order of decisions), confirm asynchronously.
+
+        ``txn``: the records are a transactional batch of that producer (no sequence number:
+        the partition skips sequence checks for coordinator writes, but the batch joins the
+        producer's open transaction, so its marker closes it)."""
         waiter: asyncio.Future[None] | None = None
         error = ErrorCode.NONE
         if handle.closed:
@@ -298,9 +325,14 @@ class GroupCoordinator:
                 if partition is None:
                     raise KafkaError("", ErrorCode.NOT_LEADER_OR_FOLLOWER)
                 now = now_ms()
-                batch = build_batch([NewRecord(value=value, key=key, timestamp=now)
-                                     for key, value in (encode(r) for r in records)])
-                info = partition.append(memoryview(batch), acks=-1, now_ms=now)
+                new_records = [NewRecord(value=value, key=key, timestamp=now)
+                               for key, value in (encode(r) for r in records)]
+                if txn is None:
+                    info = partition.append(memoryview(build_batch(new_records)), acks=-1, now_ms=now)
+                else:
+                    batch = build_batch(new_records, producer_id=txn.producer_id,
+                                        producer_epoch=txn.producer_epoch, transactional=True)
+                    info = partition.append(memoryview(batch), acks=-1, now_ms=now, from_coordinator=True)
                 waiter = partition.wait_for_high_watermark(info.last_offset)
             except KafkaError as exc:
                 error = coordinator_error(exc.code)
@@ -352,6 +384,18 @@ class GroupCoordinator:
             result = Result()
         self._process(handle, result)
 
+    # Transactions ------------------------------------------------------------------------
+
+    def complete_transaction(self, offsets_partition: int, producer_id: int, committed: bool) -> None:
+        """A transaction marker for ``producer_id`` was written to ``offsets_partition`` (called by
+        the WriteTxnMarkers handler once the marker is durable): its pending transactional offsets
+        become the committed ones, or are dropped on abort. Not loaded here: nothing to do, the
+        load replays the marker from the log."""
+        handle = self._handles.get(offsets_partition)
+        if handle is None or handle.closed or not handle.loaded:
+            return
+        self._process(handle, handle.shard.run(now_ms(), handle.shard.complete_transaction, producer_id, committed))
+
     # Introspection -----------------------------------------------------------------------
 
     def offset_samples(self) -> Iterator[OffsetSample]:
@@ -379,20 +423,26 @@ class GroupCoordinator:
             await asyncio.gather(*self._pending_writes, return_exceptions=True)
 
 
-def _read_chunk(log_obj: Log, offset: int, max_bytes: int) -> tuple[list[CoordinatorRecord], int]:
-    """Records of the batches from ``offset`` (worker thread); returns them and the next offset."""
+def _read_chunk(log_obj: Log, offset: int, max_bytes: int) -> tuple[list[_LoadItem], int]:
+    """Records and markers of the batches from ``offset`` (worker thread); returns them and the
+    next offset."""
     data = log_obj.read_records_bytes(offset, max_bytes)
-    records: list[CoordinatorRecord] = []
+    records: list[_LoadItem] = []
     next_offset = offset
     for header in iter_batches(data):
         next_offset = max(next_offset, header.next_offset)
         if header.is_control:
-            continue  # transaction markers carry no group data
+            for record in decode_records(data, header):
+                marker = _control_type(record.key)
+                if marker is not None:
+                    records.append(_Marker(header.producer_id, marker == CONTROL_COMMIT))
+            continue
+        producer_id = header.producer_id if header.is_transactional else NO_PRODUCER_ID
         for record in decode_records(data, header):
             if record.key is None:
                 continue
             try:
-                records.append(decode(record.key, record.value))
+                records.append((decode(record.key, record.value), producer_id))
             except UnknownRecord:
                 continue  # another group type's record (KIP-848 etc.): not ours to replay
             except DecodeError as exc:
@@ -402,3 +452,18 @@ def _read_chunk(log_obj: Log, offset: int, max_bytes: int) -> tuple[list[Coordin
         # Nothing readable at this offset (should not happen): skip to the end to avoid spinning.
         next_offset = log_obj.log_end_offset
     return records, next_offset
+
+
+CONTROL_ABORT = 0
+CONTROL_COMMIT = 1
+
+
+def _control_type(key: bytes | None) -> int | None:
+    """The type of a control record (its key: int16 version, int16 type): 0 abort, 1 commit;
+    None for other control records (KRaft's, or a version we do not know), which we skip."""
+    if key is None or len(key) < 4:
+        return None
+    version, kind = struct.unpack_from(">hh", key)
+    if version != 0 or kind not in (CONTROL_ABORT, CONTROL_COMMIT):
+        return None
+    return int(kind)

@@ -7,7 +7,8 @@ gets a :class:`~riverlog.coordinator.effects.Result` back, and does the I/O. Usa
     result = shard.tick(now_ms)                                    # timers that are due
     result = shard.complete_write(result.after_write, ErrorCode.NONE, now_ms)
 
-Loading replays the partition's records (``replay``), then ``on_loaded`` arms the timers;
+Loading replays the partition's records (``replay``, with the producer id of transactional
+batches, and ``replay_marker`` for transaction markers), then ``on_loaded`` arms the timers;
 ``on_unloaded`` answers everything still parked with NOT_COORDINATOR.
 """
 
@@ -23,6 +24,7 @@ from .membership import Membership
 from .offset_ops import OffsetOps
 from .records import CoordinatorRecord, GroupMetadataKey, GroupMetadataValue, OffsetCommitKey
 from .state import log
+from .txn_offsets import NO_PRODUCER_ID
 
 S = GroupState
 GROUP_TYPE_CLASSIC = "classic"
@@ -39,10 +41,11 @@ class GroupShard(Membership, OffsetOps):
 
     # Loading -----------------------------------------------------------------------------
 
-    def replay(self, record: CoordinatorRecord) -> None:
-        """Apply one record read back from the log."""
+    def replay(self, record: CoordinatorRecord, producer_id: int = NO_PRODUCER_ID) -> None:
+        """Apply one record read back from the log; ``producer_id`` is the producer of a
+        transactional batch (its offsets stay pending until the marker)."""
         if isinstance(record.key, OffsetCommitKey):
-            self.replay_offset(record)
+            self.replay_offset(record, producer_id)
             return
         assert isinstance(record.key, GroupMetadataKey)
         group_id = record.key.group
@@ -52,6 +55,10 @@ class GroupShard(Membership, OffsetOps):
         assert isinstance(record.value, GroupMetadataValue)
         self.groups[group_id] = _group_from_record(group_id, record.value)
 
+    def replay_marker(self, producer_id: int, committed: bool) -> None:
+        """Apply a transaction marker (control batch) read back from the log."""
+        self.complete_transaction(producer_id, committed)
+
     def on_loaded(self, now_ms: int) -> Result:
         def loaded() -> None:
             for group in self.groups.values():
@@ -59,8 +66,9 @@ class GroupShard(Membership, OffsetOps):
             self.on_loaded_membership()
             self.schedule_expiration()
             if self.groups:
-                log.info("offsets partition %d: %d groups, %d committed offsets", self.partition,
-                         len(self.groups), len(self.offsets))
+                log.info("offsets partition %d: %d groups, %d committed offsets, %d pending in %d transactions",
+                         self.partition, len(self.groups), len(self.offsets), len(self.pending_txn_offsets),
+                         len(self.pending_txn_offsets.producers()))
 
         return self._run(now_ms, loaded)
 
@@ -123,6 +131,10 @@ class GroupShard(Membership, OffsetOps):
                 continue
             records.extend(self.offset_tombstone(group_id, topic, partition)
                            for topic, partition, _ in self.offsets.entries(group_id))
+            # Pending transactional offsets go too; one tombstone per partition is enough.
+            records.extend(self.offset_tombstone(group_id, topic, partition)
+                           for topic, partition in self.pending_txn_offsets.partitions(group_id)
+                           if self.offsets.get(group_id, topic, partition) is None)
             records.append(self.group_tombstone(group_id))
             del self.groups[group_id]
             group.transition_to(S.DEAD, self.now_ms)

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from ..protocol.errors import ErrorCode
 from .config import GroupConfig
-from .effects import AfterWrite, Body, Result, Timers
+from .effects import AfterWrite, Body, Result, Timers, TxnWrite
 from .group import ClassicGroup, Member
 from .offsets import OffsetStore
 from .records import (
@@ -23,6 +23,7 @@ from .records import (
     MemberMetadata,
     OffsetCommitKey,
 )
+from .txn_offsets import PendingTxnOffsets
 
 log = logging.getLogger("riverlog.coordinator")
 
@@ -33,6 +34,9 @@ class ShardState:
         self.config = config
         self.groups: dict[str, ClassicGroup] = {}
         self.offsets = OffsetStore()
+        self.pending_txn_offsets = PendingTxnOffsets()
+        # Counts offset records applied, in log order (see OffsetAndMetadata.record_position).
+        self.record_position = 0
         self.timers = Timers()
         self.now_ms = 0
         self._out = Result()
@@ -77,6 +81,11 @@ class ShardState:
 
     def write(self, records: list[CoordinatorRecord], after: AfterWrite | None = None) -> None:
         self._out.write(records, after)
+
+    def write_transactional(self, producer_id: int, producer_epoch: int, records: list[CoordinatorRecord],
+                            after: AfterWrite) -> None:
+        """Append ``records`` as a transactional batch of the producer (its pending offsets)."""
+        self._out.write_transactional(TxnWrite(producer_id, producer_epoch, records, after))
 
     def wrote_anything(self) -> bool:
         return bool(self._out.records)

@@ -13,7 +13,7 @@ from .api_versions import handle_api_versions
 from .cluster_info import handle_describe_cluster, handle_describe_log_dirs, handle_elect_leaders
 from .configs import handle_alter_configs, handle_describe_configs, handle_incremental_alter_configs
 from .fetch import handle_fetch
-from .group_offsets import handle_offset_commit, handle_offset_delete, handle_offset_fetch
+from .group_offsets import handle_offset_commit, handle_offset_delete, handle_offset_fetch, handle_txn_offset_commit
 from .groups import (
     handle_delete_groups,
     handle_describe_groups,
@@ -42,6 +42,14 @@ from .quorum import (
 from .reassignments import handle_alter_partition_reassignments, handle_list_partition_reassignments
 from .records_admin import handle_delete_records, handle_offset_for_leader_epoch
 from .topics import handle_create_partitions, handle_create_topics, handle_delete_topics
+from .transactions import (
+    handle_add_offsets_to_txn,
+    handle_add_partitions_to_txn,
+    handle_describe_transactions,
+    handle_end_txn,
+    handle_list_transactions,
+)
+from .txn_markers import handle_write_txn_markers
 
 BrokerHandler = Callable[[BrokerHost, RequestContext, dict[str, Any]], Awaitable[dict[str, Any] | None]]
 
@@ -89,6 +97,14 @@ HANDLERS: dict[ApiKey, BrokerHandler] = {
     ApiKey.OFFSET_COMMIT: handle_offset_commit,
     ApiKey.OFFSET_FETCH: handle_offset_fetch,
     ApiKey.OFFSET_DELETE: handle_offset_delete,
+    ApiKey.TXN_OFFSET_COMMIT: handle_txn_offset_commit,
+    # Transactions (the transaction coordinator; InitProducerId above).
+    ApiKey.ADD_PARTITIONS_TO_TXN: handle_add_partitions_to_txn,
+    ApiKey.ADD_OFFSETS_TO_TXN: handle_add_offsets_to_txn,
+    ApiKey.END_TXN: handle_end_txn,
+    ApiKey.DESCRIBE_TRANSACTIONS: handle_describe_transactions,
+    ApiKey.LIST_TRANSACTIONS: handle_list_transactions,
+    ApiKey.WRITE_TXN_MARKERS: handle_write_txn_markers,  # inter-broker: coordinator to partition leaders
     # The metadata quorum (Fetch on __cluster_metadata goes through handle_fetch too).
     **QUORUM_HANDLERS,
 }

@@ -13,6 +13,12 @@ the high watermark; its last fetched epoch is checked against our epochs first (
 answered with the diverging epoch and no records, and the follower truncates); and its fetch
 offset, once per request, tells the leader how far the follower is (high watermark, ISR), for
 every partition of its session, named in the request or not.
+
+isolation_level 1 (read_committed, consumers only): data only below the last stable offset, and
+the aborted transactions overlapping what could be returned (producer id and first offset, from
+the segments' transaction indexes) so the consumer can drop their records. The bound used is the
+LSO rather than the last returned batch: a few extra entries are harmless (the consumer uses an
+entry only once it reaches its first offset) and spare a scan for the batch boundary.
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ if TYPE_CHECKING:
     from .host import BrokerHost
 
 MAX_INT32 = (1 << 31) - 1
+READ_COMMITTED = 1
 TOPIC_IDS_VERSION = 13
 
 
@@ -80,6 +87,7 @@ async def handle_fetch(broker: BrokerHost, ctx: RequestContext, req: Body) -> Bo
     max_wait = max(req.get("max_wait_ms", 0), 0) / 1000
     replica_epoch = replica_state.get("replica_epoch", -1) if replica_state else -1
     follower = (replica_id, replica_epoch if replica_epoch is not None else -1) if is_replica else None
+    read_committed = not is_replica and req.get("isolation_level", 0) == READ_COMMITTED
 
     # The session decides what to read: the request's partitions, or the whole session's.
     uses_ids = ctx.version >= TOPIC_IDS_VERSION
@@ -106,7 +114,7 @@ async def handle_fetch(broker: BrokerHost, ctx: RequestContext, req: Body) -> Bo
     first = True
     while True:
         # Only the first pass reports the follower's position: later passes re-read after a wake-up.
-        outcome = _collect(broker, fetch_list, max_bytes, follower, first)
+        outcome = _collect(broker, fetch_list, max_bytes, follower, first, read_committed)
         first = False
         remaining = deadline - loop.time()
         if outcome.total >= min_bytes or outcome.had_error or remaining <= 0 or not outcome.involved:
@@ -188,7 +196,7 @@ def _by_topic(answers: list[tuple[CachedPartition, Body]], uses_ids: bool) -> li
 
 def _collect(
     broker: BrokerHost, fetch_list: list[CachedPartition], max_bytes: int, follower: tuple[int, int] | None,
-    report: bool,
+    report: bool, read_committed: bool = False,
 ) -> _Outcome:
     is_replica = follower is not None
     fetch_time = now_ms()
@@ -223,7 +231,8 @@ def _collect(
                     continue
             budget = min(fp.partition_max_bytes, max_bytes - total)
             # KIP-74: only the first partition with data may exceed the byte limits.
-            read = p.read(fp.fetch_offset, max(budget, 0), replica=is_replica, min_one_batch=total == 0) \
+            read = p.read(fp.fetch_offset, max(budget, 0), replica=is_replica, min_one_batch=total == 0,
+                          read_committed=read_committed) \
                 if budget > 0 or total == 0 else None
         except KafkaError as exc:
             answers.append((cached, _partition_error(index, exc.code, p)))
@@ -237,10 +246,15 @@ def _collect(
         total += size
         if size and not is_replica:  # the metric counts what consumers read
             metrics.bytes_out.labels(topic=topic.name).inc(size)
+        lso = p.last_stable_offset
+        aborted = None
+        if read_committed:
+            aborted = [{"producer_id": t.producer_id, "first_offset": t.first_offset}
+                       for t in p.log.aborted_transactions(fp.fetch_offset, lso)] if size else []
         answers.append((cached, {
             "partition_index": index, "error_code": ErrorCode.NONE,
-            "high_watermark": p.high_watermark, "last_stable_offset": p.high_watermark,
-            "log_start_offset": p.log.log_start_offset, "aborted_transactions": None,
+            "high_watermark": p.high_watermark, "last_stable_offset": lso,
+            "log_start_offset": p.log.log_start_offset, "aborted_transactions": aborted,
             "preferred_read_replica": -1, "records": regions,
         }))
     return _Outcome(answers, total, involved, had_error)

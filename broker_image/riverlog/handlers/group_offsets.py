@@ -1,5 +1,5 @@
-"""Committed offsets APIs: OffsetCommit, OffsetFetch (single group v1-7, batched v8+) and
-OffsetDelete.
+"""Committed offsets APIs: OffsetCommit, TxnOffsetCommit, OffsetFetch (single group v1-7,
+batched v8+) and OffsetDelete.
 
 Topics and partitions that do not exist are answered here, per partition, before the group
 coordinator sees the rest (as Kafka's request layer does); the coordinator checks membership
@@ -11,7 +11,7 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from ..coordinator.offset_ops import CommitPartition, CommitRequest, PartitionErrors
+from ..coordinator.offset_ops import CommitPartition, CommitRequest, PartitionErrors, TxnCommitRequest
 from ..protocol.errors import ErrorCode, KafkaError
 from ..protocol.primitives import ZERO_UUID
 from ..server.dispatch import RequestContext
@@ -89,10 +89,50 @@ async def handle_offset_commit(broker: BrokerHost, ctx: RequestContext, req: Bod
     return {"throttle_time_ms": 0, "topics": answers.body()}
 
 
+# TxnOffsetCommit ------------------------------------------------------------------------
+
+
+async def handle_txn_offset_commit(broker: BrokerHost, ctx: RequestContext, req: Body) -> Body:
+    """Offsets committed inside a transaction: pending in the group's coordinator until the
+    transaction's marker reaches its ``__consumer_offsets`` partition."""
+    answers = _TopicErrors()
+    valid: list[tuple[str, tuple[CommitPartition, ...]]] = []
+    for t in req["topics"]:
+        topic = broker.image.topics.get(t["name"])
+        good = []
+        for p in t["partitions"]:
+            if topic is not None and p["partition_index"] in topic.partitions:
+                good.append(CommitPartition(p["partition_index"], p["committed_offset"],
+                                            p.get("committed_leader_epoch", -1), p.get("committed_metadata")))
+            else:
+                answers.add(t["name"], ZERO_UUID, p["partition_index"], ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        if good:
+            valid.append((t["name"], tuple(good)))
+    if valid and not req["group_id"]:
+        answers.merge([(name, [(p.partition, ErrorCode.INVALID_GROUP_ID) for p in parts]) for name, parts in valid],
+                      {})
+    elif valid:
+        request = TxnCommitRequest(
+            transactional_id=req["transactional_id"], group_id=req["group_id"], producer_id=req["producer_id"],
+            producer_epoch=req["producer_epoch"], generation_id=req.get("generation_id", -1),
+            member_id=req.get("member_id", ""), group_instance_id=req.get("group_instance_id"),
+            topics=tuple(valid), version=ctx.version,
+        )
+        try:
+            body = await broker.coordinator.call(request.group_id,
+                                                 lambda s, token: s.commit_txn_offsets(token, request))
+            answers.merge(body["topics"], {})
+        except KafkaError as exc:
+            answers.merge([(name, [(p.partition, exc.code) for p in parts]) for name, parts in valid], {})
+    topics = [{"name": t["name"], "partitions": t["partitions"]} for t in answers.body()]
+    return {"throttle_time_ms": 0, "topics": topics}
+
+
 # OffsetFetch ----------------------------------------------------------------------------
 
 
-def _fetch_group(broker: BrokerHost, group_id: str, topics: list[Body] | None, version: int) -> Body:
+def _fetch_group(broker: BrokerHost, group_id: str, topics: list[Body] | None, version: int,
+                 require_stable: bool = False) -> Body:
     """One group's answer in the v8+ shape: ``{"group_id", "topics", "error_code"}``."""
     try:
         shard = broker.coordinator.shard_for(group_id)
@@ -100,7 +140,7 @@ def _fetch_group(broker: BrokerHost, group_id: str, topics: list[Body] | None, v
         return {"group_id": group_id, "topics": [], "error_code": exc.code}
     image = broker.image
     if topics is None:
-        fetched = shard.fetch_offsets(group_id, None)
+        fetched = shard.fetch_offsets(group_id, None, require_stable)
         if version >= TOPIC_IDS_FROM_VERSION:
             # By id, only topics that still exist can be named.
             fetched = [dict(t, topic_id=image.topics[t["name"]].topic_id) for t in fetched if t["name"] in image.topics]
@@ -119,7 +159,7 @@ def _fetch_group(broker: BrokerHost, group_id: str, topics: list[Body] | None, v
             wanted.append((topic.name, list(t["partition_indexes"])))
         else:
             wanted.append((t["name"], list(t["partition_indexes"])))
-    for answer in shard.fetch_offsets(group_id, wanted):
+    for answer in shard.fetch_offsets(group_id, wanted, require_stable):
         if version >= TOPIC_IDS_FROM_VERSION:
             answer["topic_id"] = image.topics[answer["name"]].topic_id
         out.append(answer)
@@ -127,15 +167,16 @@ def _fetch_group(broker: BrokerHost, group_id: str, topics: list[Body] | None, v
 
 
 async def handle_offset_fetch(broker: BrokerHost, ctx: RequestContext, req: Body) -> Body:
-    # require_stable: offsets become visible only once durable and there are no transactional
-    # (pending) offsets, so every answer is already stable.
+    # Offsets become visible only once durable; require_stable (v7+, KIP-447) also asks that
+    # partitions with pending transactional offsets answer UNSTABLE_OFFSET_COMMIT.
+    stable = bool(req.get("require_stable", False))
     if ctx.version >= 8:
-        groups = [_fetch_group(broker, g["group_id"], g.get("topics"), ctx.version) for g in req["groups"]]
+        groups = [_fetch_group(broker, g["group_id"], g.get("topics"), ctx.version, stable) for g in req["groups"]]
         return {"throttle_time_ms": 0, "groups": groups}
     requested: list[Body] | None = req.get("topics")
     topics = None if requested is None else [{"name": t["name"], "partition_indexes": t["partition_indexes"]}
                                              for t in requested]
-    group = _fetch_group(broker, req["group_id"], topics, ctx.version)
+    group = _fetch_group(broker, req["group_id"], topics, ctx.version, stable)
     error = group["error_code"]
     fetched: list[Body] = group["topics"]
     if error != ErrorCode.NONE and ctx.version < 2 and requested is not None:

@@ -42,12 +42,14 @@ def client_host(ctx: RequestContext) -> str:
 
 async def _find(broker: BrokerHost, key_type: int, key: str) -> tuple[ErrorCode, int, str, int]:
     if key_type == KEY_TYPE_TRANSACTION:
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1  # no transaction coordinator yet
-    if key_type != KEY_TYPE_GROUP:
+        # The leader of the id's __transaction_state partition (the topic is made on first need).
+        await broker.transactions.ensure_topic()
+        node_id = broker.transactions.coordinator_of(key)
+    elif key_type != KEY_TYPE_GROUP:
         return ErrorCode.INVALID_REQUEST, -1, "", -1  # share groups are not supported
-    coordinator = broker.coordinator
-    await coordinator.ensure_offsets_topic()
-    node_id = coordinator.coordinator_of(key)
+    else:
+        await broker.coordinator.ensure_offsets_topic()
+        node_id = broker.coordinator.coordinator_of(key)
     node = broker.image.brokers.get(node_id) if node_id is not None else None
     endpoint = None
     if node is not None:

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from ..coordinator.runtime import GroupCoordinator
     from ..metrics import Metrics
     from ..server.dispatch import Dispatcher
+    from ..transactions.runtime import TransactionCoordinator
 
 
 class QuorumHost(Protocol):
@@ -72,6 +73,11 @@ class BrokerHost(QuorumHost, Protocol):
 
     @property
     def coordinator(self) -> GroupCoordinator: ...
+
+    @property
+    def transactions(self) -> TransactionCoordinator:
+        """The transaction coordinator (``__transaction_state`` partitions this broker leads)."""
+        ...
 
     @property
     def metrics(self) -> Metrics: ...

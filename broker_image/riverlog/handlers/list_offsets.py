@@ -1,4 +1,7 @@
-"""ListOffsets: earliest, latest, max-timestamp and by-timestamp offset lookups."""
+"""ListOffsets: earliest, latest, max-timestamp and by-timestamp offset lookups.
+
+With isolation_level 1 (read_committed) the last stable offset takes the high watermark's place,
+as in Kafka: "latest" is the LSO and lookups find nothing at or above it."""
 
 from __future__ import annotations
 
@@ -16,10 +19,12 @@ EARLIEST = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL = -4
 LATEST_TIERED = -5
+READ_COMMITTED = 1
 
 
 async def handle_list_offsets(broker: BrokerHost, ctx: RequestContext, req: Body) -> Body:
     topics = []
+    read_committed = req.get("isolation_level", 0) == READ_COMMITTED
     for t in req["topics"]:
         parts = []
         for rp in t["partitions"]:
@@ -29,7 +34,7 @@ async def handle_list_offsets(broker: BrokerHost, ctx: RequestContext, req: Body
             try:
                 p = broker.replicas.leader_partition(t["name"], index, rp.get("current_leader_epoch", -1))
                 ts = rp["timestamp"]
-                hw = p.high_watermark
+                hw = p.last_stable_offset if read_committed else p.high_watermark
                 if ts == LATEST:
                     result.update(offset=hw, leader_epoch=p.leader_epoch)
                 elif ts in (EARLIEST, EARLIEST_LOCAL):

@@ -3,6 +3,10 @@
 acks=0 gets no response at all, acks=1 answers once the leader appended, acks=all (-1) waits for
 the high watermark to pass the batch, a future resolved by replication (never a poll), bounded
 by the request's timeout.
+
+Transactional producers (a ``transactional_id``) are served like the others: the log opens their
+transaction with its first transactional batch (storage/producer_state.py). Kafka's KIP-890 part 1
+check that the partition was added to the transaction is not made.
 """
 
 from __future__ import annotations
@@ -54,9 +58,6 @@ async def handle_produce(broker: BrokerHost, ctx: RequestContext, req: Body) -> 
     message: str | None = None
     if acks not in (0, 1, -1):
         global_error, message = ErrorCode.INVALID_REQUIRED_ACKS, f"acks must be 0, 1 or -1, not {acks}"
-    elif req.get("transactional_id"):
-        global_error, message = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, \
-            "transactional producers are not supported by this broker yet"
     metrics = broker.metrics
     for topic_data in req["topic_data"]:
         topic_id = topic_data.get("topic_id")

@@ -1,5 +1,6 @@
-"""Producer ids: InitProducerId for idempotent producers (transactions come later), and
-DescribeProducers, what a partition leader knows of the producers writing to it."""
+"""Producer ids: InitProducerId for idempotent producers (an id from the controller) and for
+transactional ones (through the transaction coordinator), and DescribeProducers, what a
+partition leader knows of the producers writing to it."""
 
 from __future__ import annotations
 
@@ -13,10 +14,14 @@ if TYPE_CHECKING:
     from .host import BrokerHost
 
 
+# InitProducerId versions before 4 do not know PRODUCER_FENCED (KIP-588).
+INIT_FENCED_KNOWN_FROM = 4
+
+
 async def handle_init_producer_id(broker: BrokerHost, ctx: RequestContext, req: Body) -> Body:
-    if req.get("transactional_id"):
-        return {"throttle_time_ms": 0, "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                "producer_id": -1, "producer_epoch": -1}
+    transactional_id = req.get("transactional_id")
+    if transactional_id is not None:
+        return {"throttle_time_ms": 0, **await _init_transactional(broker, ctx.version, transactional_id, req)}
     # An idempotent producer re-initialising (KIP-360) simply gets a fresh id: its old
     # sequences can never collide with the new id's.
     producer_id = await broker.controller.allocate_producer_id(broker.node_id)
@@ -24,10 +29,31 @@ async def handle_init_producer_id(broker: BrokerHost, ctx: RequestContext, req: 
             "producer_epoch": 0}
 
 
+async def _init_transactional(broker: BrokerHost, version: int, transactional_id: str, req: Body) -> Body:
+    """A transactional producer's id and epoch from the transaction coordinator, which fences
+    older epochs and aborts what a previous incarnation left open."""
+    failed = {"producer_id": -1, "producer_epoch": -1}
+    expected_pid, expected_epoch = req.get("producer_id", -1), req.get("producer_epoch", -1)
+    if not transactional_id or (expected_pid == -1) != (expected_epoch == -1):
+        return {"error_code": ErrorCode.INVALID_REQUEST, **failed}
+    timeout = req["transaction_timeout_ms"]
+    if not 0 < timeout <= broker.transactions.config.max_timeout_ms:
+        return {"error_code": ErrorCode.INVALID_TRANSACTION_TIMEOUT, **failed}
+    expected = None if expected_pid == -1 else (expected_pid, expected_epoch)
+    try:
+        body = await broker.transactions.init_producer_id(transactional_id, timeout, expected)
+    except KafkaError as exc:
+        return {"error_code": exc.code, **failed}
+    code = ErrorCode(body["error_code"])
+    if code == ErrorCode.PRODUCER_FENCED and version < INIT_FENCED_KNOWN_FROM:
+        code = ErrorCode.INVALID_PRODUCER_EPOCH
+    return {**body, "error_code": code}
+
+
 async def handle_describe_producers(broker: BrokerHost, ctx: RequestContext, req: Body) -> Body:
-    """The active idempotent producers of each requested partition, from its leader's producer
-    state (what `kafka-transactions describe-producers` shows). No transactions yet, so no
-    producer has a coordinator epoch or an open transaction's start offset."""
+    """The active producers of each requested partition, from its leader's producer state (what
+    `kafka-transactions describe-producers` shows): the coordinator epoch of each one's last
+    transaction marker and the first offset of its open transaction (-1: none)."""
     topics = []
     for t in req["topics"]:
         parts = []
@@ -41,7 +67,8 @@ async def handle_describe_producers(broker: BrokerHost, ctx: RequestContext, req
             else:
                 result["active_producers"] = [{
                     "producer_id": e.producer_id, "producer_epoch": e.epoch, "last_sequence": e.last_seq,
-                    "last_timestamp": e.last_timestamp, "coordinator_epoch": -1, "current_txn_start_offset": -1,
+                    "last_timestamp": e.last_timestamp, "coordinator_epoch": e.coordinator_epoch,
+                    "current_txn_start_offset": e.current_txn_first_offset,
                 } for e in sorted(p.log.producers.producers.values(), key=lambda e: e.producer_id)]
             parts.append(result)
         topics.append({"name": t["name"], "partitions": parts})

@@ -3,7 +3,8 @@
 Directory contents::
 
     00000000000000000000.log / .index / .timeindex   segments (see segment.py, index.py)
-    <offset>.producer-snapshot                        idempotent producer state (producer_state.py)
+    <offset>.producer-snapshot                        producer state (producer_state.py)
+    <base>.txnindex                                   aborted transactions of a segment (txn_index.py)
     leader-epoch-checkpoint                           leader epoch cache (epoch_cache.py)
     partition-state.checkpoint                        log start offset, recovery point, high watermark
     .riverlog-clean-shutdown                          present only between a clean close and the next open
@@ -44,7 +45,10 @@ from ..protocol.errors import ErrorCode, KafkaError
 from ..protocol.file_region import FileRegion
 from ..protocol.record_batch import (
     BatchHeader,
+    TxnMarker,
+    build_txn_marker,
     iter_batches,
+    parse_txn_marker,
     patch_offset_and_epoch,
     records_section,
     scan_records,
@@ -56,8 +60,9 @@ from .config import LogConfig
 from .epoch_cache import LeaderEpochCache
 from .files import fsync_dir, fsync_path
 from .log_loader import LogLoader, rebuild_producer_state
-from .producer_state import ProducerEntry, ProducerStateManager
+from .producer_state import CompletedTxn, ProducerEntry, ProducerStateManager
 from .segment import AppendedBatch, LogSegment
+from .txn_index import AbortedTxn
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,7 +187,59 @@ class Log:
     def update_high_watermark(self, offset: int) -> int:
         with self._lock:
             self.high_watermark = self._clamp(offset)
+            self.producers.first_unstable_offset(self.high_watermark)  # forgets what is replicated
             return self.high_watermark
+
+    # ------------------------------------------------------------------ transactions
+
+    def last_stable_offset(self) -> int:
+        """Kafka's LSO: the first offset of the earliest transaction not yet complete and
+        replicated, capped by the high watermark. read_committed consumers read below it."""
+        with self._lock:
+            first = self.producers.first_unstable_offset(self.high_watermark)
+            return self.high_watermark if first is None else min(first, self.high_watermark)
+
+    def aborted_transactions(self, start_offset: int, end_offset: int) -> list[AbortedTxn]:
+        """Aborted transactions with data in [start_offset, end_offset), from the segments'
+        transaction indexes: an entry lives in its marker's segment, so the segments from the one
+        holding ``start_offset`` on are searched (a read_committed fetch's answer)."""
+        with self._lock:
+            found: list[AbortedTxn] = []
+            for segment in self.segments[self._segment_index(start_offset) :]:
+                found.extend(segment.txn_index.overlapping(start_offset, end_offset))
+            return found
+
+    def append_txn_marker(
+        self,
+        *,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        committed: bool,
+        leader_epoch: int,
+        now_ms: int,
+    ) -> AppendInfo:
+        """Write the marker ending ``producer_id``'s transaction (WriteTxnMarkers), after Kafka's
+        checks: INVALID_PRODUCER_EPOCH for an older producer epoch, TRANSACTION_COORDINATOR_FENCED
+        for an older coordinator epoch than the previous marker's."""
+        batch = build_txn_marker(
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            coordinator_epoch=coordinator_epoch,
+            committed=committed,
+            timestamp=now_ms,
+        )
+        return self.append_as_leader(batch, leader_epoch=leader_epoch, now_ms=now_ms, allow_control=True)
+
+    def _index_completed(self, completed: list[CompletedTxn]) -> None:
+        """After a write: aborted transactions go into the index of the segment holding their
+        marker (the active one: an append never spans a roll)."""
+        for txn in completed:
+            if txn.aborted:
+                lso = self.producers.last_stable_offset_after(txn)
+                self.active_segment.txn_index.append(
+                    AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, lso)
+                )
 
     def _retire_segment(self, segment: LogSegment, delete_due: int | None) -> None:
         """Take a segment already removed from ``segments`` out of service: renamed ``*.deleted``
@@ -196,12 +253,21 @@ class Log:
     # ------------------------------------------------------------------ appending
 
     def append_as_leader(
-        self, records: bytes | bytearray | memoryview, *, leader_epoch: int, now_ms: int, allow_control: bool = False
+        self,
+        records: bytes | bytearray | memoryview,
+        *,
+        leader_epoch: int,
+        now_ms: int,
+        allow_control: bool = False,
+        from_coordinator: bool = False,
     ) -> AppendInfo:
         """Validate, assign offsets, check idempotence, write. All or nothing per request.
 
         Per batch this touches only the header and the CRC: no decompression, no per-record work.
         ``allow_control`` is for the broker's own transaction markers; clients may not send them.
+        ``from_coordinator``: written by a coordinator of this broker (the group coordinator's
+        transactional offset commits), as Kafka's AppendOrigin.COORDINATOR: base sequence -1, no
+        sequence checks, but a transactional batch still opens its producer's transaction.
         """
         view = memoryview(records)
         if view.readonly:
@@ -213,10 +279,13 @@ class Log:
                 f"{len(view)} bytes of batches exceed segment.bytes {config.segment_bytes}",
                 ErrorCode.MESSAGE_TOO_LARGE,
             )
+        markers: dict[int, TxnMarker | None] = {}  # by batch position
         for header in headers:
             validate_batch(view, header, max_batch_bytes=config.max_message_bytes)
-            if header.is_control and not allow_control:
-                raise KafkaError("clients may not send control batches", ErrorCode.INVALID_RECORD)
+            if header.is_control:
+                if not allow_control:
+                    raise KafkaError("clients may not send control batches", ErrorCode.INVALID_RECORD)
+                markers[header.position] = parse_txn_marker(view, header)
             if config.compacts and not header.is_control:
                 self._require_keys(view, header)
         log_append_time = now_ms if config.log_append_time else -1
@@ -228,9 +297,17 @@ class Log:
             first_offset = self.log_end_offset
             next_offset = first_offset
             pending: dict[int, ProducerEntry] = {}
+            completed: list[CompletedTxn] = []
             for header in headers:
-                if header.producer_id >= 0:
-                    duplicate = self.producers.check(header, pending)
+                marker = markers.get(header.position)
+                if marker is not None:
+                    self.producers.check_marker(header.producer_id, header.producer_epoch, marker, pending)
+                    entry = self.producers.pending_entry(header.producer_id, pending, header.producer_epoch)
+                    txn = entry.record(header, next_offset, next_offset + header.last_offset_delta, -1, marker)
+                    if txn is not None:
+                        completed.append(txn)
+                elif header.producer_id >= 0 and not header.is_control:
+                    duplicate = self.producers.check(header, pending, check_sequence=not from_coordinator)
                     if duplicate is not None:
                         return AppendInfo(
                             duplicate.first_offset,
@@ -264,7 +341,8 @@ class Log:
 
             with self._disk("appending to"):
                 self._write(view, appended, first_offset, base - 1, max_timestamp, now_ms)
-                self.producers.commit(pending)
+                self.producers.commit(pending, completed)
+                self._index_completed(completed)
                 if self.epochs.assign(leader_epoch, first_offset):
                     self.epochs.write()
             self.log_end_offset = base
@@ -316,12 +394,19 @@ class Log:
                 appended.append((header.position, header.size, header.last_offset, header.max_timestamp))
             first, last = headers[0].base_offset, headers[-1].last_offset
             max_timestamp = max(h.max_timestamp for h in headers)
+            markers = [parse_txn_marker(view, h) if h.is_control else None for h in headers]
             with self._disk("appending to"):
                 self._write(view, appended, first, last, max_timestamp, now_ms)
-                for header in headers:
-                    self.producers.replay(header, header.max_timestamp if header.is_log_append_time else -1)
+                completed: list[CompletedTxn] = []
+                for header, marker in zip(headers, markers, strict=True):
+                    txn = self.producers.replay(
+                        header, header.max_timestamp if header.is_log_append_time else -1, marker
+                    )
+                    if txn is not None:
+                        completed.append(txn)
                     if self.epochs.assign(header.partition_leader_epoch, header.base_offset):
                         self.epochs.write()
+                self._index_completed(completed)
             self.log_end_offset = last + 1
             count = sum(h.record_count for h in headers)
             self.unflushed_messages += count
@@ -546,7 +631,8 @@ class Log:
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
         self.epochs.truncate_from_end(self.log_end_offset)
         self.epochs.write()
-        rebuild_producer_state(self.producers, self.segments, self.log_end_offset, self.config.index_interval_bytes)
+        rebuild_producer_state(self.producers, self.segments, self.log_end_offset, self.config.index_interval_bytes,
+                               high_watermark=self.high_watermark)
         checkpoint.write_state(self.directory, self._state(), sync=False)
         checkpoint.truncate_cleaner_state(self.directory, self.log_end_offset)
 

@@ -2,19 +2,22 @@
 
 Opening tidies the directory (finishing or discarding an interrupted compaction swap, removing
 leftovers of interrupted operations), opens the segments, validates what a crash may have torn,
-and rebuilds the leader epoch cache and the idempotent producer state when their files are gone
-or behind the log. After a clean shutdown only the active segment's tail is checked.
+and rebuilds the leader epoch cache and the producer state (with open transactions) when their
+files are gone or behind the log, and the aborted transaction indexes of recovered segments.
+After a clean shutdown only the active segment's tail is checked.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..protocol.record_batch import BatchHeader
+from ..protocol.errors import KafkaError
+from ..protocol.record_batch import BatchHeader, TxnMarker, parse_txn_marker
 from . import checkpoint
 from .config import LogConfig
 from .epoch_cache import LeaderEpochCache
@@ -30,6 +33,7 @@ from .files import (
 from .producer_state import ProducerStateManager
 from .segment import LogSegment
 from .segment_swap import complete_interrupted_swaps
+from .txn_index import TXN_INDEX_SUFFIX, AbortedTxn
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +112,11 @@ class LogLoader:
         log_start_offset = min(max(start, self.segments[0].base_offset), log_end_offset)
         self.epochs.truncate_from_start(log_start_offset)
         high_watermark = min(max(state.high_watermark if state else 0, log_start_offset), log_end_offset)
-        rebuild_producer_state(self.producers, self.segments, log_end_offset, interval)
+        # Recovered segments may have lost index entries of aborted transactions: replaying from
+        # below them re-adds those.
+        txn_index_from = self.segments[recover_from].base_offset if recover_from is not None else None
+        rebuild_producer_state(self.producers, self.segments, log_end_offset, interval,
+                               txn_index_from=txn_index_from, high_watermark=high_watermark)
         if recover_from is not None:
             # What recovery validated may still sit dirty in the page cache: make it durable so the
             # recovery point can move to the log end.
@@ -131,7 +139,7 @@ class LogLoader:
         for name in names:
             orphan_index = any(
                 (b := parse_offset_file_name(name, suffix)) is not None and b not in known
-                for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+                for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
             )
             if name.endswith((DELETED_SUFFIX, ".tmp", CLEANED_SUFFIX, SWAP_SUFFIX)) or orphan_index:
                 (self.directory / name).unlink(missing_ok=True)
@@ -166,16 +174,36 @@ class LogLoader:
                     self.epochs.assign(header.partition_leader_epoch, header.base_offset)
 
 
+def read_marker(segment: LogSegment, header: BatchHeader) -> TxnMarker | None:
+    """The transaction marker of a control batch found by a header-only scan (markers are a few
+    dozen bytes: one small read each)."""
+    try:
+        data = segment.read_bytes(header.position, header.size)
+        return parse_txn_marker(data, dataclasses.replace(header, position=0))
+    except (KafkaError, OSError):
+        return None
+
+
 def rebuild_producer_state(
-    producers: ProducerStateManager, segments: Sequence[LogSegment], log_end_offset: int, index_interval_bytes: int
+    producers: ProducerStateManager,
+    segments: Sequence[LogSegment],
+    log_end_offset: int,
+    index_interval_bytes: int,
+    *,
+    txn_index_from: int | None = None,
+    high_watermark: int | None = None,
 ) -> None:
     """Newest snapshot at or below the log end, then replay the batch headers after it.
 
     Without any snapshot this replays the whole log (a full header scan). Used at open and after
-    every truncation."""
+    every truncation. With ``txn_index_from`` (crash recovery) the replay starts at or below that
+    offset and every aborted transaction whose marker lies at or above it is put back into its
+    segment's transaction index if missing. With ``high_watermark`` the replay starts at or below
+    it too, so transactions completed by markers not yet below it are known (they hold the LSO)."""
     producers.delete_snapshots_above(log_end_offset)
     producers.clear()
-    loaded = producers.load_latest_snapshot(log_end_offset)
+    limit = min(x for x in (log_end_offset, txn_index_from, high_watermark) if x is not None)
+    loaded = producers.load_latest_snapshot(limit)
     start = loaded if loaded is not None else segments[0].base_offset
     if start >= log_end_offset:
         return
@@ -185,5 +213,10 @@ def rebuild_producer_state(
         first = segment.find_batch(start, index_interval_bytes) if segment.base_offset < start else None
         position = first.position if first is not None else 0
         for header in segment.iter_headers(position):
-            if header.base_offset >= start:
-                producers.replay(header, header.max_timestamp if header.is_log_append_time else -1)
+            if header.base_offset < start:
+                continue
+            marker = read_marker(segment, header) if header.is_control and header.producer_id >= 0 else None
+            txn = producers.replay(header, header.max_timestamp if header.is_log_append_time else -1, marker)
+            if txn is not None and txn.aborted and txn_index_from is not None and txn.last_offset >= txn_index_from:
+                lso = producers.last_stable_offset_after(txn)
+                segment.txn_index.add_if_missing(AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, lso))

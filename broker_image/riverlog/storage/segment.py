@@ -1,4 +1,5 @@
-"""One log segment: ``<base>.log`` plus its ``.index`` and ``.timeindex``.
+"""One log segment: ``<base>.log`` plus its ``.index``, ``.timeindex`` and (only once a transaction
+was aborted in it) ``.txnindex`` (txn_index.py).
 
 The segment file is written with ``pwrite`` at explicit positions and read with ``pread`` (or
 ``sendfile`` by the server through a :class:`FileRegion`), so nobody depends on the shared file
@@ -33,6 +34,7 @@ from .files import (
     pwrite_all,
 )
 from .index import OffsetIndex, TimeIndex
+from .txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 # Header-only scans (offset lookups) cover about one index interval: small reads suffice.
 HEADER_SCAN_CHUNK = 16 * 1024
@@ -57,6 +59,7 @@ class LogSegment:
         self.time_index = TimeIndex(
             directory / (offset_file_name(base_offset, TIME_INDEX_SUFFIX) + suffix), base_offset
         )
+        self.txn_index = TransactionIndex(directory / (offset_file_name(base_offset, TXN_INDEX_SUFFIX) + suffix))
         # One past the last offset stored here; exact for the active segment, for older segments
         # the log sets it to the next segment's base offset (equal unless there are gaps).
         self.next_offset = base_offset
@@ -82,6 +85,7 @@ class LogSegment:
         segment = cls(directory, base_offset, file, created_ms=now_ms, suffix=suffix)
         segment.offset_index.reset()
         segment.time_index.reset()
+        segment.txn_index.replace([])
         segment.indexes_checked = True
         return segment
 
@@ -113,6 +117,7 @@ class LogSegment:
         os.fsync(self.fd)
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     def on_become_inactive(self) -> None:
         """At roll or close: record the final max timestamp so a reopen finds it in the time index."""
@@ -136,6 +141,7 @@ class LogSegment:
         self.log_path = self.log_path.with_name(self.log_path.name + DELETED_SUFFIX)
         self.offset_index.path = self.offset_index.path.with_name(self.offset_index.path.name + DELETED_SUFFIX)
         self.time_index.path = self.time_index.path.with_name(self.time_index.path.name + DELETED_SUFFIX)
+        self.txn_index.rename(self.txn_index.path.with_name(self.txn_index.path.name + DELETED_SUFFIX))
         self.offset_index.close_file()
         self.time_index.close_file()
         self.offset_index.unload()
@@ -145,6 +151,7 @@ class LogSegment:
         self.close()
         for path in (self.log_path, self.offset_index.path, self.time_index.path):
             path.unlink(missing_ok=True)
+        self.txn_index.delete()
 
     # --- properties used by roll and retention ---
 
@@ -313,6 +320,8 @@ class LogSegment:
             os.ftruncate(self.fd, valid_end)
         self.size = valid_end
         self.indexes_checked = True
+        # Aborts whose marker was cut off go; the log loader re-adds any the crash lost.
+        self.txn_index.truncate_to(self.next_offset)
         return original - valid_end
 
     def rebuild_indexes(self, index_interval: int) -> None:
@@ -380,6 +389,7 @@ class LogSegment:
         self.size = header.position
         self.offset_index.truncate_to(header.base_offset)
         self.time_index.truncate_to(header.base_offset)
+        self.txn_index.truncate_to(header.base_offset)
         if not self.load_tail_state(index_interval):
             self.recover(index_interval, lambda _h: None)
         return True

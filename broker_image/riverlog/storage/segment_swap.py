@@ -120,6 +120,10 @@ def replace_segments(
         cleaned = LogSegment.open(directory, base, now_ms=now_ms)
         cleaned.next_offset = upper
         cleaned.inactive = True
+        # The cleaner keeps every transaction's data and markers (removing aborted ones is not
+        # done yet), so the cleaned segment inherits the aborted transaction entries unchanged.
+        # Not crash-safe: a crash right here loses them (the segment is below the recovery point).
+        cleaned.txn_index.replace([e for segment in old for e in segment.txn_index.entries])
         log.segments[start:end] = [cleaned]
         return True
 

@@ -39,10 +39,18 @@ MODULES = (
     "offset_fetch",
     "delete_groups",
     "offset_delete",
+    "txn_offset_commit",
     "elect_leaders",
     "alter_partition_reassignments",
     "list_partition_reassignments",
     "describe_topic_partitions",
+    # Transactions (the transaction coordinator, transactions/).
+    "add_partitions_to_txn",
+    "add_offsets_to_txn",
+    "end_txn",
+    "describe_transactions",
+    "list_transactions",
+    "write_txn_markers",  # written by partition leaders (handlers/txn_markers.py)
     # KRaft: the quorum's own RPCs and the broker-to-controller APIs.
     "vote",
     "begin_quorum_epoch",

@@ -9,6 +9,7 @@ log cleaner.
 - :mod:`.compression`: the gzip / snappy / lz4 / zstd codecs of a records section
 - :mod:`.build`: encoding records into a batch
 - :mod:`.decode`: decoding a batch's records (consumer side)
+- :mod:`.control`: transaction marker control batches (build and parse)
 - :mod:`.compaction_scan`: locating and copying records without decoding them (log compaction)
 """
 
@@ -40,6 +41,7 @@ from .batch_header import (
 from .build import NewRecord, assemble_batch, build_batch
 from .compaction_scan import RawRecord, copy_record, records_section, scan_records
 from .compression import XERIAL_MAGIC
+from .control import TxnMarker, build_txn_marker, parse_txn_marker
 from .decode import Record, decode_records, iter_records
 from .record_fields import read_varint, write_varint
 
@@ -60,8 +62,10 @@ __all__ = [
     "NewRecord",
     "RawRecord",
     "Record",
+    "TxnMarker",
     "assemble_batch",
     "build_batch",
+    "build_txn_marker",
     "check_produce_records",
     "compute_crc",
     "copy_record",
@@ -69,6 +73,7 @@ __all__ = [
     "decode_records",
     "iter_batches",
     "iter_records",
+    "parse_txn_marker",
     "patch_offset_and_epoch",
     "read_header",
     "read_varint",

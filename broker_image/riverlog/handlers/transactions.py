@@ -1,0 +1,166 @@
+"""Transaction APIs answered by the transaction coordinator: AddPartitionsToTxn, AddOffsetsToTxn,
+EndTxn, DescribeTransactions and ListTransactions (InitProducerId is in ``producer_ids.py``,
+FindCoordinator in ``groups.py``).
+
+The handlers translate between wire versions and the coordinator (``riverlog.transactions``),
+which decides as Kafka's does. Requests for an id whose ``__transaction_state`` partition this
+broker does not lead get NOT_COORDINATOR; while it loads, COORDINATOR_LOAD_IN_PROGRESS. Clients
+older than KIP-588 (AddPartitionsToTxn, AddOffsetsToTxn and EndTxn before version 2) do not know
+PRODUCER_FENCED and get INVALID_PRODUCER_EPOCH instead, as from Kafka.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from ..clock import now_ms
+from ..controller.topic_names import GROUP_METADATA_TOPIC
+from ..protocol.errors import ErrorCode, KafkaError
+from ..server.dispatch import RequestContext
+from ..transactions.shard import TxnShard
+from ..transactions.state import TopicPartition, TxnState
+from .common import Body
+
+if TYPE_CHECKING:
+    from .host import BrokerHost
+
+FENCED_KNOWN_FROM = 2  # the first version of AddPartitionsToTxn/AddOffsetsToTxn/EndTxn with PRODUCER_FENCED
+
+
+def fenced_for(version: int, code: ErrorCode, known_from: int = FENCED_KNOWN_FROM) -> ErrorCode:
+    if code == ErrorCode.PRODUCER_FENCED and version < known_from:
+        return ErrorCode.INVALID_PRODUCER_EPOCH
+    return code
+
+
+# AddPartitionsToTxn ---------------------------------------------------------------------
+
+
+async def handle_add_partitions_to_txn(broker: BrokerHost, ctx: RequestContext, req: Body) -> Body:
+    if ctx.version < 4:
+        results = await _add_partitions(broker, ctx.version, req["v3_and_below_transactional_id"],
+                                        req["v3_and_below_producer_id"], req["v3_and_below_producer_epoch"],
+                                        req["v3_and_below_topics"], verify_only=False)
+        return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": results}
+    # Version 4+: a partition leader verifying (KIP-890), several transactions at once.
+    by_transaction = []
+    for txn in req["transactions"]:
+        results = await _add_partitions(broker, ctx.version, txn["transactional_id"], txn["producer_id"],
+                                        txn["producer_epoch"], txn["topics"], verify_only=txn["verify_only"])
+        by_transaction.append({"transactional_id": txn["transactional_id"], "topic_results": results})
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "results_by_transaction": by_transaction}
+
+
+async def _add_partitions(broker: BrokerHost, version: int, transactional_id: str, producer_id: int,
+                          producer_epoch: int, topics: list[Body], *, verify_only: bool) -> list[Body]:
+    wanted = [(t["name"], index) for t in topics for index in t["partitions"]]
+    errors: dict[TopicPartition, ErrorCode]
+    unknown = [tp for tp in wanted if not _exists(broker, tp)]
+    if not transactional_id:
+        errors = dict.fromkeys(wanted, ErrorCode.INVALID_REQUEST)
+    elif unknown:
+        # As Kafka: the unknown partitions say so, the others were not attempted.
+        errors = {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else ErrorCode.OPERATION_NOT_ATTEMPTED
+                  for tp in wanted}
+    elif verify_only:
+        try:
+            shard = broker.transactions.shard_for(transactional_id)
+            errors = shard.verify_partitions(transactional_id, producer_id, producer_epoch, wanted)
+        except KafkaError as exc:
+            errors = dict.fromkeys(wanted, exc.code)
+    else:
+        code = await _call(broker, transactional_id, lambda s, token: s.add_partitions(
+            token, transactional_id, producer_id, producer_epoch, wanted))
+        errors = dict.fromkeys(wanted, code)
+    by_topic: dict[str, list[Body]] = {}
+    for (topic, index), code in errors.items():
+        by_topic.setdefault(topic, []).append(
+            {"partition_index": index, "partition_error_code": fenced_for(version, code)})
+    return [{"name": topic, "results_by_partition": parts} for topic, parts in by_topic.items()]
+
+
+def _exists(broker: BrokerHost, tp: TopicPartition) -> bool:
+    topic = broker.image.topics.get(tp[0])
+    return topic is not None and tp[1] in topic.partitions
+
+
+async def _call(broker: BrokerHost, transactional_id: str, operation: Callable[[TxnShard, int], None]) -> ErrorCode:
+    try:
+        body = await broker.transactions.call(transactional_id, operation)
+    except KafkaError as exc:
+        return exc.code
+    return ErrorCode(body["error_code"])
+
+
+# AddOffsetsToTxn / EndTxn ---------------------------------------------------------------
+
+
+async def handle_add_offsets_to_txn(broker: BrokerHost, ctx: RequestContext, req: Body) -> Body:
+    transactional_id = req["transactional_id"]
+    if not transactional_id:
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.INVALID_REQUEST}
+    # The group's __consumer_offsets partition joins the transaction: its leader gets a marker,
+    # which makes the offsets TxnOffsetCommit wrote there committed (or drops them).
+    offsets_partition = (GROUP_METADATA_TOPIC, broker.coordinator.partition_for(req["group_id"]))
+    producer_id, producer_epoch = req["producer_id"], req["producer_epoch"]
+    code = await _call(broker, transactional_id, lambda s, token: s.add_partitions(
+        token, transactional_id, producer_id, producer_epoch, [offsets_partition]))
+    return {"throttle_time_ms": 0, "error_code": fenced_for(ctx.version, code)}
+
+
+async def handle_end_txn(broker: BrokerHost, ctx: RequestContext, req: Body) -> Body:
+    transactional_id = req["transactional_id"]
+    if not transactional_id:
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.INVALID_REQUEST}
+    producer_id, producer_epoch, committed = req["producer_id"], req["producer_epoch"], req["committed"]
+    code = await _call(broker, transactional_id, lambda s, token: s.end_txn(
+        token, transactional_id, producer_id, producer_epoch, committed))
+    return {"throttle_time_ms": 0, "error_code": fenced_for(ctx.version, code)}
+
+
+# DescribeTransactions / ListTransactions ------------------------------------------------
+
+
+async def handle_describe_transactions(broker: BrokerHost, ctx: RequestContext, req: Body) -> Body:
+    states = []
+    for transactional_id in req["transactional_ids"]:
+        if not transactional_id:
+            states.append(_describe_error(transactional_id, ErrorCode.INVALID_REQUEST))
+            continue
+        try:
+            shard = broker.transactions.shard_for(transactional_id)
+        except KafkaError as exc:
+            states.append(_describe_error(transactional_id, exc.code))
+            continue
+        states.append(shard.describe(transactional_id))
+    return {"throttle_time_ms": 0, "transaction_states": states}
+
+
+def _describe_error(transactional_id: str, code: ErrorCode) -> Body:
+    return {"error_code": code, "transactional_id": transactional_id, "transaction_state": "",
+            "transaction_start_time_ms": -1, "producer_id": -1, "producer_epoch": -1, "topics": []}
+
+
+async def handle_list_transactions(broker: BrokerHost, ctx: RequestContext, req: Body) -> Body:
+    coordinator = broker.transactions
+    body: Body = {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "unknown_state_filters": [],
+                  "transaction_states": []}
+    if coordinator.any_loading():
+        body["error_code"] = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        return body
+    states = frozenset(req["state_filters"])
+    body["unknown_state_filters"] = sorted(s for s in states if TxnState.from_label(s) is None)
+    pattern = None
+    if req.get("transactional_id_pattern"):
+        try:
+            pattern = re.compile(req["transactional_id_pattern"])
+        except re.error:
+            body["error_code"] = ErrorCode.INVALID_REQUEST
+            return body
+    producer_ids = frozenset(req["producer_id_filters"])
+    duration = req.get("duration_filter", -1)
+    for shard in coordinator.loaded_shards():
+        body["transaction_states"].extend(shard.list_transactions(now_ms(), states, producer_ids, duration, pattern))
+    return body
