@@ -192,9 +192,9 @@ class LogCleaner:
         self.last_duration.set(stats.duration_s)
         log.info(
             "cleaned %s: dirty ratio %.2f, %d segments (%d bytes) -> %d (%d bytes), %d of %d records kept, "
-            "%d keys, clean to offset %d, in %.3fs",
+            "%d keys, %d aborted batches and %d markers removed, clean to offset %d, in %.3fs",
             chosen.name, state.dirty_ratio, stats.segments_before, stats.bytes_read, stats.segments_after,
-            stats.bytes_written, stats.records_kept, stats.records_read, stats.map_keys, stats.clean_offset,
-            stats.duration_s,
+            stats.bytes_written, stats.records_kept, stats.records_read, stats.map_keys,
+            stats.aborted_batches_removed, stats.markers_removed, stats.clean_offset, stats.duration_s,
         )
         return True

@@ -2,8 +2,10 @@
 
 The design is Kafka's log cleaner, re-derived from its documentation:
 
-- Only inactive segments lying entirely below the high watermark (and, when
-  ``min.compaction.lag.ms`` is set, old enough) can be cleaned. They split at the cleaner
+- Only inactive segments lying entirely below the last stable offset (which the high watermark
+  caps: Kafka's "first uncleanable offset" is the least of the LSO, the active segment's base and,
+  when ``min.compaction.lag.ms`` is set, the first segment too young) can be cleaned, so an open
+  transaction's records, and everything after them, wait until it ends. They split at the cleaner
   checkpoint (``cleaner-offset-checkpoint``) into a *clean* section, already compacted, and a
   *dirty* section written since. ``dirty / (clean + dirty)`` bytes is the dirty ratio that
   ``min.cleanable.dirty.ratio`` compares against.
@@ -23,8 +25,17 @@ The design is Kafka's log cleaner, re-derived from its documentation:
   (attribute bit 6, the base timestamp holds it); a later pass after that time drops them.
 - The last batch of every live idempotent producer is kept even when compaction empties it (it
   then has no records, only its header), so that producer state rebuilt from the log after a
-  restart still knows the producer's last sequence number.
-- Control batches (transaction markers) are kept as they are; Riverlog has no transactions yet.
+  restart still knows the producer's last sequence number; a producer whose last entry is a
+  marker (its epoch bumped by an abort) keeps that marker, which holds its newest epoch.
+- Transactions, as Kafka's cleaner (``CleanedTransactionMetadata``): the aborted-transaction
+  indexes tell which producer's transactional batches in which offset ranges were aborted. Those
+  batches are dropped and never enter the offset map, so an aborted write (an aborted
+  transactional offset commit in ``__consumer_offsets``) cannot compact away an earlier committed
+  value. A marker stays while any batch of its transaction was seen in the pass; once a pass
+  sees none, the marker gets a delete horizon (``delete.retention.ms``, as tombstones) and a pass
+  after it removes the marker (emptied instead while it is its producer's last entry). The
+  cleaned segment's ``.txnindex`` keeps only the aborted transactions whose marker is kept
+  because some of their batches were still seen.
 - Cleaned segments are merged while the result stays under ``segment.bytes`` (and its offset
   range fits a segment's 32-bit relative offsets), so small segments become fewer large ones.
 
@@ -41,7 +52,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from ..protocol.errors import KafkaError
@@ -56,6 +67,7 @@ from ..protocol.record_batch import (
     assemble_batch,
     copy_record,
     corrupt,
+    parse_txn_marker,
     read_header,
     records_section,
     scan_records,
@@ -67,6 +79,7 @@ from .files import CLEANED_SUFFIX, pread_exact
 from .index import OffsetIndex
 from .log import Log
 from .segment import AppendedBatch, LogSegment
+from .txn_index import AbortedTxn
 
 log = logging.getLogger(__name__)
 
@@ -129,10 +142,22 @@ class CleanStats:
     records_read: int = 0
     records_kept: int = 0
     batches_emptied: int = 0  # kept with no records, for their producer's sequence numbers
+    aborted_batches_removed: int = 0  # data batches of aborted transactions
+    markers_removed: int = 0  # transaction markers whose transaction left nothing behind
     map_keys: int = 0
     clean_offset: int = 0
     delete_horizon: int = checkpoint.NO_HORIZON
     duration_s: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class LastRecord:
+    """What the cleaner must keep of a live producer (Kafka's ``LastRecord``): the batch holding
+    its last data offset (its last sequence number), or, when it has none in its current epoch
+    (the epoch was bumped by a marker), its newest marker of that epoch."""
+
+    last_data_offset: int | None
+    producer_epoch: int
 
 
 @dataclass(slots=True)
@@ -144,7 +169,8 @@ class _Plan:
     sizes: list[int]
     fds: list[int]  # duplicates: a concurrent close of the log cannot pull them away
     range: CleanableRange
-    producer_last_offsets: dict[int, int]
+    producers: dict[int, LastRecord]  # Kafka's lastRecordsOfActiveProducers
+    aborted: list[AbortedTxn]  # aborted transactions with data below the first uncleanable offset
     config: LogConfig
     truncations: int  # the log's truncation count when planned
     fds_closed: bool = field(default=False)
@@ -178,9 +204,12 @@ def _cleanable(
     clean_bytes = dirty_bytes = 0
     first_uncleanable = segments[0].base_offset
     oldest_dirty: LogSegment | None = None
+    # Never at or past the first unstable offset: an open transaction (or a completed one whose
+    # marker is not replicated yet) and the high watermark, which caps the last stable offset.
+    stable = target.last_stable_offset()
     for i in range(len(segments) - 1):  # never the active segment
         segment, upper = segments[i], segments[i + 1].base_offset
-        if upper > target.high_watermark:
+        if upper > stable:
             break
         dirty = upper > first_dirty
         if dirty and settings.min_compaction_lag_ms > 0 and (
@@ -227,14 +256,14 @@ def _plan(target: Log, settings: CompactionSettings, now_ms: int) -> _Plan | Non
         segments = target.segments[:count]
         uppers = [s.base_offset for s in target.segments[1 : count + 1]]
         fds = [os.dup(s.fd) for s in segments]
-        # Only a producer's newest batch matters for rebuilding its state from the log.
-        last_offsets = {
-            pid: entry.batches[-1].last_offset
+        # Only a producer's newest batch (or marker) matters for rebuilding its state from the log.
+        producers = {
+            pid: LastRecord(entry.batches[-1].last_offset if entry.batches else None, entry.epoch)
             for pid, entry in target.producers.producers.items()
-            if entry.batches
         }
-        return _Plan(segments, uppers, [s.size for s in segments], fds, cleanable, last_offsets, target.config,
-                     target.truncations)
+        aborted = target.aborted_transactions(segments[0].base_offset, cleanable.first_uncleanable)
+        return _Plan(segments, uppers, [s.size for s in segments], fds, cleanable, producers, aborted,
+                     target.config, target.truncations)
 
 
 # --------------------------------------------------------------------------- reading
@@ -263,6 +292,66 @@ def _batches(fd: int, size: int, abort: threading.Event | None) -> Iterator[tupl
         raise corrupt(f"trailing bytes at position {pos} of a segment being cleaned")
 
 
+# --------------------------------------------------------------------------- transactions
+
+
+class _TxnTracker:
+    """Where each transaction stands as the cleaner walks the log in offset order (Kafka's
+    ``CleanedTransactionMetadata``): which producers are inside an aborted transaction (from the
+    aborted-transaction indexes), which inside a committed one, and so whether a data batch or a
+    marker may go.
+
+    ``cleaned_index`` collects the entries of the segment being written: an abort marker kept
+    because batches of its transaction were seen in this pass keeps its entry."""
+
+    def __init__(self, aborted: Iterable[AbortedTxn]) -> None:
+        unique = {(t.producer_id, t.last_offset): t for t in aborted}  # one entry per marker
+        self._pending = sorted(unique.values(), key=lambda t: (t.first_offset, t.last_offset))
+        self._next = 0
+        self._committed: set[int] = set()  # producers with batches of a committed transaction seen
+        self._aborted: dict[int, tuple[AbortedTxn, bool]] = {}  # producer -> (txn, any batch seen)
+        self.cleaned_index: list[AbortedTxn] = []
+
+    def _consume_up_to(self, offset: int) -> None:
+        while self._next < len(self._pending) and self._pending[self._next].first_offset <= offset:
+            txn = self._pending[self._next]
+            self._next += 1
+            self._aborted.setdefault(txn.producer_id, (txn, False))
+
+    def on_data_batch(self, header: BatchHeader) -> bool:
+        """A data batch was read; True if it belongs to an aborted transaction (it may go)."""
+        self._consume_up_to(header.last_offset)
+        if not header.is_transactional:
+            return False
+        current = self._aborted.get(header.producer_id)
+        if current is not None:
+            self._aborted[header.producer_id] = (current[0], True)
+            return True
+        self._committed.add(header.producer_id)
+        return False
+
+    def on_control_batch(self, header: BatchHeader, data: bytes) -> bool:
+        """A control batch was read; True if it may go: a marker whose transaction had no batch
+        left in this pass, or a control batch a previous pass already emptied."""
+        self._consume_up_to(header.last_offset)
+        if header.record_count == 0:
+            return True
+        marker = parse_txn_marker(data, header)
+        if marker is None:
+            return False  # another kind of control record: kept
+        if marker.committed:
+            if header.producer_id in self._committed:
+                self._committed.discard(header.producer_id)
+                return False
+            return True
+        current = self._aborted.pop(header.producer_id, None)
+        if current is not None and current[1]:
+            # Batches of the transaction were still there: the marker and its index entry stay.
+            self.cleaned_index.append(current[0])
+            return False
+        return True
+
+
 def _build_offset_map(
     plan: _Plan, budget: int, abort: threading.Event | None, stats: CleanStats
 ) -> tuple[dict[bytes, int], int]:
@@ -271,6 +360,9 @@ def _build_offset_map(
     offsets: dict[bytes, int] = {}
     used = 0
     stop = plan.range.first_dirty
+    # Records of aborted transactions never enter the map: an aborted write must not supersede
+    # the committed value before it.
+    txns = _TxnTracker(t for t in plan.aborted if t.last_offset >= plan.range.first_dirty)
     for segment, upper, size, fd in zip(plan.segments, plan.uppers, plan.sizes, plan.fds, strict=True):
         if upper <= plan.range.first_dirty:
             continue  # clean: its keys were deduplicated by an earlier pass
@@ -278,6 +370,9 @@ def _build_offset_map(
             break  # the map is full; later segments wait for the next pass
         for header, data in _batches(fd, size, abort):
             if header.is_control:
+                txns.on_control_batch(header, data)
+                continue
+            if txns.on_data_batch(header):
                 continue
             for record in scan_records(records_section(data, header), header):
                 if record.key is None:
@@ -301,62 +396,104 @@ class _Filtered:
     kept: int
     read: int
     emptied: bool = False
+    aborted: bool = False  # a data batch of an aborted transaction, dropped (or emptied)
+    marker: bool = False  # a marker dropped: its transaction left nothing behind
+
+
+def _is_last_of_producer(header: BatchHeader, producers: dict[int, LastRecord]) -> bool:
+    """Whether the batch holds what producer state needs of a live producer (Kafka's
+    ``isBatchLastRecordOfProducer``): the batch of its last data offset, else, when it has no data
+    in its current epoch, a marker of that epoch."""
+    if header.producer_id < 0:
+        return False
+    last = producers.get(header.producer_id)
+    if last is None:
+        return False
+    if last.last_data_offset is not None:
+        return header.last_offset == last.last_data_offset
+    return header.is_control and header.producer_epoch == last.producer_epoch
+
+
+def _empty_batch(header: BatchHeader) -> bytes:
+    """The batch's header alone: base offset, last offset delta, producer id, epoch, base sequence
+    and the transactional and control bits intact, no records."""
+    return assemble_batch(
+        base_offset=header.base_offset,
+        partition_leader_epoch=header.partition_leader_epoch,
+        attributes=header.attributes & ~(COMPRESSION_MASK | DELETE_HORIZON_MASK),
+        last_offset_delta=header.last_offset_delta,
+        base_timestamp=header.max_timestamp,
+        max_timestamp=header.max_timestamp,
+        producer_id=header.producer_id,
+        producer_epoch=header.producer_epoch,
+        base_sequence=header.base_sequence,
+        record_count=0,
+        records=b"",
+    )
 
 
 def _filter_batch(
     header: BatchHeader,
     data: bytes,
     offsets: dict[bytes, int],
-    producer_last_offsets: dict[int, int],
+    txns: _TxnTracker,
+    producers: dict[int, LastRecord],
     now_ms: int,
     delete_retention_ms: int,
 ) -> _Filtered:
     # Stored batches passed validation once; checking the CRC again costs little and keeps a
     # corrupt batch from being recompressed into a valid-looking one.
     validate_batch(data, header, compacted=True)
+    horizon = header.delete_horizon_ms
+    # Kafka's checkBatchRetention. A marker rides on the tombstone logic: once no batch of its
+    # transaction is left (may_discard) it gets a delete horizon, and goes in a pass after it.
     if header.is_control:
-        return _Filtered(data, None, header.record_count, header.record_count)
+        may_discard = txns.on_control_batch(header, data)
+        discard_records = may_discard and horizon is not None and horizon <= now_ms
+    else:
+        may_discard = discard_records = txns.on_data_batch(header)  # an aborted transaction's batch
+    retain_empty = _is_last_of_producer(header, producers)
+    if discard_records and not retain_empty:
+        return _Filtered(None, None, 0, header.record_count, aborted=not header.is_control,
+                         marker=header.is_control)
     payload = records_section(data, header)
     records = scan_records(payload, header)
-    horizon = header.delete_horizon_ms
     kept: list[RawRecord] = []
-    for record in records:
-        if record.key is None:
-            continue
-        latest = offsets.get(record.key)
-        if latest is not None and record.offset < latest:
-            continue  # superseded by a later record with the same key
-        if not record.has_value and horizon is not None and now_ms >= horizon:
-            continue  # a tombstone past its delete horizon
-        kept.append(record)
-    tombstones = any(not r.has_value for r in kept)
-    if len(kept) == len(records) and (horizon is not None or not tombstones):
-        return _Filtered(data, horizon if tombstones else None, len(kept), len(records))
+    if discard_records:
+        pass  # kept only as its producer's last entry: no records
+    elif header.is_control:
+        kept = records
+    else:
+        for record in records:
+            if record.key is None:
+                continue
+            latest = offsets.get(record.key)
+            if latest is not None and record.offset < latest:
+                continue  # superseded by a later record with the same key
+            if not record.has_value and horizon is not None and now_ms >= horizon:
+                continue  # a tombstone past its delete horizon
+            kept.append(record)
+    # What a horizon is kept for: tombstones, or a marker that may go once it passes.
+    timed = any(not r.has_value for r in kept) or (header.is_control and may_discard and bool(kept))
     if not kept:
-        if header.producer_id >= 0 and producer_last_offsets.get(header.producer_id) == header.last_offset:
-            # An empty batch, its header only: base offset, last offset delta, producer id, epoch
-            # and base sequence intact, so the producer's last sequence survives a restart.
-            empty = assemble_batch(
-                base_offset=header.base_offset,
-                partition_leader_epoch=header.partition_leader_epoch,
-                attributes=header.attributes & ~(COMPRESSION_MASK | DELETE_HORIZON_MASK),
-                last_offset_delta=header.last_offset_delta,
-                base_timestamp=header.max_timestamp,
-                max_timestamp=header.max_timestamp,
-                producer_id=header.producer_id,
-                producer_epoch=header.producer_epoch,
-                base_sequence=header.base_sequence,
-                record_count=0,
-                records=b"",
-            )
-            return _Filtered(empty, None, 0, len(records), emptied=True)
-        return _Filtered(None, None, 0, len(records))
+        dropped_aborted = discard_records and not header.is_control
+        if not retain_empty:
+            # Kafka's DELETE_EMPTY: a batch left with no records goes (one emptied by an earlier
+            # pass too, once it is no longer its producer's last).
+            return _Filtered(None, None, 0, len(records), aborted=dropped_aborted, marker=header.is_control)
+        if not records:
+            return _Filtered(data, None, 0, 0)  # emptied by an earlier pass, still needed
+        # So the producer's last sequence (or newest epoch) survives a restart.
+        return _Filtered(_empty_batch(header), None, 0, len(records), emptied=True, aborted=dropped_aborted)
+    if len(kept) == len(records) and (horizon is not None or not timed):
+        return _Filtered(data, horizon if timed else None, len(kept), len(records))
     attributes = header.attributes
     base_timestamp = header.base_timestamp
     rebase: int | None = None
-    if tombstones and horizon is None:
-        # First pass over these tombstones: their retention starts now. The horizon takes the
-        # base timestamp's place, so record timestamp deltas are recomputed against it.
+    if timed and horizon is None:
+        # First pass over these tombstones (or this marker's empty transaction): their retention
+        # starts now. The horizon takes the base timestamp's place, so record timestamp deltas
+        # are recomputed against it.
         horizon = now_ms + delete_retention_ms
         attributes |= DELETE_HORIZON_MASK
         base_timestamp = rebase = horizon
@@ -375,7 +512,7 @@ def _filter_batch(
         record_count=len(kept),
         records=b"".join(copy_record(payload, r, rebase) for r in kept),
     )
-    return _Filtered(rebuilt, horizon if tombstones else None, len(kept), len(records))
+    return _Filtered(rebuilt, horizon if timed else None, len(kept), len(records))
 
 
 class _GroupWriter:
@@ -455,23 +592,28 @@ def clean(
         horizon = checkpoint.NO_HORIZON
         group: list[LogSegment] = []
         group_upper = stop
+        # One walk over the whole cleaned range, as Kafka carries its transaction state across groups.
+        txns = _TxnTracker(plan.aborted)
         for segment, upper, size, fd in zip(plan.segments, plan.uppers, plan.sizes, plan.fds, strict=True):
             if upper > stop:
                 break
             if writer is not None and not _fits(writer, upper, size, config):
-                _swap(target, plan, writer, group, group_upper, now_ms, stats)
+                _swap(target, plan, writer, group, group_upper, now_ms, stats, txns.cleaned_index)
                 writer, group = None, []
             if writer is None:
                 writer = _GroupWriter(target, segment.base_offset, now_ms)
+                txns.cleaned_index = []
             group.append(segment)
             group_upper = upper
             stats.segments_before += 1
             stats.bytes_read += size
             for header, data in _batches(fd, size, abort):
-                result = _filter_batch(header, data, offsets, plan.producer_last_offsets, now_ms,
+                result = _filter_batch(header, data, offsets, txns, plan.producers, now_ms,
                                        settings.delete_retention_ms)
                 stats.records_read += result.read
                 stats.records_kept += result.kept
+                stats.aborted_batches_removed += result.aborted
+                stats.markers_removed += result.marker
                 if result.data is None:
                     continue
                 stats.batches_emptied += result.emptied
@@ -480,7 +622,7 @@ def clean(
                 filtered = read_header(result.data, 0)
                 writer.add(result.data, filtered.last_offset, filtered.max_timestamp)
         if writer is not None:
-            _swap(target, plan, writer, group, group_upper, now_ms, stats)
+            _swap(target, plan, writer, group, group_upper, now_ms, stats, txns.cleaned_index)
             writer = None
         with target.lock:
             if target.closed or target.truncations != plan.truncations:
@@ -514,11 +656,18 @@ def _moved_on(target: Log, plan: _Plan) -> bool:
 
 def _swap(
     target: Log, plan: _Plan, writer: _GroupWriter, group: list[LogSegment], upper: int, now_ms: int,
-    stats: CleanStats,
+    stats: CleanStats, aborted: list[AbortedTxn],
 ) -> None:
     writer.finish()
-    if not target.replace_segments(group, upper, now_ms, truncations=plan.truncations):
-        writer.discard()
-        raise CleanAborted()
+    # The swap hands the cleaned segment every entry of the segments it replaces; under the same
+    # hold of the lock it gets only those still relevant (Kafka's cleaned .txnindex), so no
+    # read_committed fetch sees an entry whose marker this pass removed.
+    with target.lock:
+        if not target.replace_segments(group, upper, now_ms, truncations=plan.truncations):
+            writer.discard()
+            raise CleanAborted()
+        cleaned = next(s for s in target.segments if s.base_offset == writer.base)
+        if cleaned.txn_index.entries != aborted:
+            cleaned.txn_index.replace(aborted)
     stats.bytes_written += writer.size
     stats.segments_after += 1
