@@ -20,7 +20,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 from .clock import now_ms
@@ -108,6 +108,12 @@ class Broker:
         self.transactions = TransactionCoordinator(TxnConfig.from_broker(config), self.node_id, self.replicas,
                                                    self.controller, config.get("inter.broker.listener.name"),
                                                    local_markers=lambda body: write_txn_markers(self, body))
+        self.coordinator.on_load_time = self.metrics.coordinator_load_seconds.labels("group").observe
+        self.transactions.on_load_time = self.metrics.coordinator_load_seconds.labels("transaction").observe
+        self.transactions.on_completed = (
+            lambda committed, seconds: self.metrics.transaction_marker_latency.labels(
+                "commit" if committed else "abort").observe(seconds))
+        self.metrics.track_transactions(self.transactions.open_transaction_samples, self._lso_lag)
         self.metrics.track_controller(self._controller_stats)
         # --- log compaction (cluster/log_cleaner.py): its own threads, started and stopped below.
         self.log_cleaner = LogCleaner(config, self.replicas, self.metrics.registry)
@@ -129,6 +135,12 @@ class Broker:
     @property
     def image(self) -> MetadataImage:
         return self.controller.image
+
+    def _lso_lag(self) -> Iterator[tuple[str, int, int]]:
+        """High watermark minus last stable offset of each partition led here (metrics)."""
+        for (topic, index), partition in list(self.replicas.partitions.items()):
+            if partition.is_leader and not partition.offline:
+                yield topic, index, partition.high_watermark - partition.last_stable_offset
 
     def _controller_stats(self) -> tuple[bool, int]:
         # A quorum member knows whether it is the active controller; otherwise the controller

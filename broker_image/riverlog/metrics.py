@@ -33,6 +33,13 @@ GroupOffsetStats = tuple[str, str, int, int, int | None]
 GroupStats = tuple[str, str, int]
 # (whether this node is the active controller, partitions without a leader as it sees them)
 ControllerStats = tuple[bool, int]
+# (__transaction_state partition coordinated here, open transactions, age in seconds of the oldest
+# open one or None when there is none)
+TxnCoordinatorStats = tuple[int, int, float | None]
+# (topic, partition, high watermark minus last stable offset) for partitions led here
+LsoLagStats = tuple[str, int, int]
+# Coordinator partition loads and transaction marker rounds: milliseconds to minutes.
+COORDINATOR_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 
 
 class _PartitionCollector(Collector):
@@ -149,6 +156,44 @@ class _LogDirCollector(Collector):
                                 value=sum(1 for _, online in dirs if not online))
 
 
+class _TransactionCollector(Collector):
+    """Transactions as the coordinator and the partition leaders see them, read at scrape time.
+
+    The last-stable-offset lag is the high watermark minus the LSO of a partition led here: the
+    records read_uncommitted consumers may read and read_committed ones may not yet (0 without
+    an open transaction). It leaves out replication (the log end offset minus the high watermark),
+    which ``riverlog_log_end_offset - riverlog_high_watermark`` shows, so a value that stays above
+    0 points at a transaction left open (kafka-transactions find-hanging reasons the same way).
+    """
+
+    def __init__(self, coordinator: Callable[[], Iterable[TxnCoordinatorStats]],
+                 lso_lag: Callable[[], Iterable[LsoLagStats]]) -> None:
+        self._coordinator = coordinator
+        self._lso_lag = lso_lag
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        open_txns = GaugeMetricFamily(
+            "riverlog_transactions_open",
+            "Open transactions (Ongoing, PrepareCommit, PrepareAbort) per __transaction_state partition "
+            "coordinated here", labels=["partition"])
+        oldest = GaugeMetricFamily(
+            "riverlog_transaction_oldest_open_seconds",
+            "Age of the oldest open transaction this broker coordinates (0 when none is open)")
+        lag = GaugeMetricFamily(
+            "riverlog_last_stable_offset_lag",
+            "High watermark minus last stable offset per partition led here (records read_committed "
+            "consumers cannot read yet)", labels=["topic", "partition"])
+        oldest_age = 0.0
+        for partition, count, age in self._coordinator():
+            open_txns.add_metric([str(partition)], count)
+            if age is not None:
+                oldest_age = max(oldest_age, age)
+        oldest.add_metric([], oldest_age)
+        for topic, partition, value in self._lso_lag():
+            lag.add_metric([topic, str(partition)], max(0, value))
+        yield from (open_txns, oldest, lag)
+
+
 class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
@@ -183,12 +228,28 @@ class Metrics:
             "riverlog_queued_request_bytes",
             "Request bytes reserved from the queued.max.request.bytes pools (0 when unbounded)", registry=r)
 
+        # The coordinators (coordinator_runtime.py, transactions/runtime.py).
+        self.coordinator_load_seconds = Histogram(
+            "riverlog_coordinator_load_seconds",
+            "Time to load a coordinator partition after becoming its leader (coordinator: group for "
+            "__consumer_offsets, transaction for __transaction_state)", ["coordinator"],
+            buckets=COORDINATOR_BUCKETS, registry=r)
+        self.transaction_marker_latency = Histogram(
+            "riverlog_transaction_marker_latency_seconds",
+            "Time from a transaction's PrepareCommit/PrepareAbort written to its CompleteCommit/CompleteAbort "
+            "written (every partition's marker in between), by result (commit, abort)", ["result"],
+            buckets=COORDINATOR_BUCKETS, registry=r)
+
     def track_partitions(self, source: Callable[[], Iterable[PartitionStats]]) -> None:
         self.registry.register(_PartitionCollector(source))
 
     def track_consumer_groups(self, offsets: Callable[[], Iterable[GroupOffsetStats]],
                               groups: Callable[[], Iterable[GroupStats]]) -> None:
         self.registry.register(_ConsumerGroupCollector(offsets, groups))
+
+    def track_transactions(self, coordinator: Callable[[], Iterable[TxnCoordinatorStats]],
+                           lso_lag: Callable[[], Iterable[LsoLagStats]]) -> None:
+        self.registry.register(_TransactionCollector(coordinator, lso_lag))
 
     def track_controller(self, source: Callable[[], ControllerStats]) -> None:
         self.registry.register(_ControllerCollector(source))

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import re
+import time
 import urllib.request
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from support.clients import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -77,3 +79,65 @@ def test_metrics_and_health(broker_factory, broker_target) -> None:
     # A single broker is its own active controller, and every partition has its leader.
     assert sample_value(text, "riverlog_active_controller_count") == 1
     assert sample_value(text, "riverlog_offline_partitions_count") == 0
+
+
+def test_transaction_metrics(broker_factory, broker_target) -> None:
+    """The transaction metrics after an open, a committed and an aborted transaction (confluent-kafka
+    as the client): open transactions and the oldest one's age, the last-stable-offset lag (high
+    watermark minus LSO) while one is open and after, marker latency per result, load times."""
+    if broker_target != "riverlog":
+        pytest.fail("metrics endpoints are Riverlog's own; run this test against Riverlog")
+    broker = broker_factory(overrides={"transaction.state.log.num.partitions": 2, "offsets.topic.num.partitions": 1})
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic("txn-metered", 1, 1)])["txn-metered"].result(15)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "metered-1", "linger.ms": 0})
+    producer.init_transactions(30)
+
+    def scrape() -> str:
+        status, text = get(broker.metrics_url)
+        assert status == 200
+        return text
+
+    def open_count(text: str) -> float:
+        return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                   if line.startswith("riverlog_transactions_open{"))
+
+    # Loading each __transaction_state partition was timed once.
+    text = wait_until(lambda: (t := scrape()) and sample_value(
+        t, "riverlog_coordinator_load_seconds_count", coordinator="transaction") == 2 and t,
+        timeout=15, message="both __transaction_state partitions loaded")
+    assert open_count(text) == 0
+    assert sample_value(text, "riverlog_transaction_oldest_open_seconds") == 0
+
+    # An open transaction: 3 records the LSO holds back.
+    producer.begin_transaction()
+    for i in range(3):
+        producer.produce("txn-metered", value=b"v%d" % i, partition=0)
+    assert producer.flush(15) == 0
+    time.sleep(0.2)
+    text = scrape()
+    assert open_count(text) == 1
+    assert sample_value(text, "riverlog_transaction_oldest_open_seconds") > 0
+    assert sample_value(text, "riverlog_last_stable_offset_lag", topic="txn-metered", partition="0") == 3
+    producer.commit_transaction(30)
+
+    producer.begin_transaction()
+    producer.produce("txn-metered", value=b"gone", partition=0)
+    assert producer.flush(15) == 0
+    producer.abort_transaction(30)
+
+    # Complete* is written after EndTxn is answered: wait for both to be counted.
+    def settled() -> str | None:
+        text = scrape()
+        done = [sample_value(text, "riverlog_transaction_marker_latency_seconds_count", result=r)
+                for r in ("commit", "abort")]
+        return text if done == [1, 1] else None
+
+    text = wait_until(settled, timeout=15, message="marker latency of one commit and one abort")
+    assert 0 <= sample_value(text, "riverlog_transaction_marker_latency_seconds_sum", result="commit") < 10
+    assert 0 <= sample_value(text, "riverlog_transaction_marker_latency_seconds_sum", result="abort") < 10
+    assert open_count(text) == 0
+    assert sample_value(text, "riverlog_transaction_oldest_open_seconds") == 0
+    # Both markers written: nothing held back (3 records, a commit marker, 1 record, an abort marker).
+    assert sample_value(text, "riverlog_high_watermark", topic="txn-metered", partition="0") == 6
+    assert sample_value(text, "riverlog_last_stable_offset_lag", topic="txn-metered", partition="0") == 0

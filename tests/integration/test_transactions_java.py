@@ -22,6 +22,7 @@ from support.java_programs import JavaPrograms, JavaSession
 from support.txn_checks import (
     READ_COMMITTED,
     READ_UNCOMMITTED,
+    TXN_BROKER_SETTINGS,
     end_offsets,
     group_offsets,
     read_all,
@@ -30,12 +31,6 @@ from support.txn_checks import (
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
-
-TXN_BROKER_SETTINGS: dict[str, object] = {
-    "group.initial.rebalance.delay.ms": 0,
-    "offsets.topic.num.partitions": 3,
-    "transaction.state.log.num.partitions": 3,
-}
 
 
 @pytest.fixture(scope="module")

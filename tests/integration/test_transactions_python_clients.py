@@ -24,6 +24,7 @@ from support.clients import create_topic, wait_until
 from support.txn_checks import (
     READ_COMMITTED,
     READ_UNCOMMITTED,
+    TXN_BROKER_SETTINGS,
     end_offsets,
     group_offsets,
     read_all,
@@ -33,11 +34,6 @@ from support.txn_checks import (
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
-TXN_BROKER_SETTINGS: dict[str, object] = {
-    "group.initial.rebalance.delay.ms": 0,
-    "offsets.topic.num.partitions": 3,
-    "transaction.state.log.num.partitions": 3,
-}
 CALL_TIMEOUT = 60.0
 LOOP_DEADLINE = 120.0
 
@@ -65,6 +61,31 @@ class TxnProducer(Protocol):
 
 def _abort_now(transactions: Outcomes, abort_every: int) -> bool:
     return (len(transactions) + 1) % abort_every == 0
+
+
+def _transform_loop(consumer: Any, source: str, total: int, abort_every: int,
+                    one_round: Callable[[bool], list[str] | None]) -> Outcomes:
+    """Consume-transform-produce rounds with ``consumer`` subscribed to ``source`` until ``total``
+    inputs are committed, then close it: ``one_round(abort)`` polls and, if it got records, runs
+    one transaction over them (aborted when ``abort``) and returns their values; None when the
+    poll got nothing."""
+    transactions: Outcomes = []
+    committed = 0
+    deadline = time.monotonic() + LOOP_DEADLINE
+    try:
+        consumer.subscribe([source])
+        while committed < total:
+            assert time.monotonic() < deadline, f"committed {committed} of {total} inputs: {transactions}"
+            abort = _abort_now(transactions, abort_every)
+            inputs = one_round(abort)
+            if inputs is None:
+                continue
+            transactions.append(("abort" if abort else "commit", inputs))
+            if not abort:
+                committed += len(inputs)
+    finally:
+        consumer.close()
+    return transactions
 
 
 class ConfluentTxn:
@@ -102,49 +123,40 @@ class ConfluentTxn:
         consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": group,
                              "isolation.level": READ_COMMITTED, "enable.auto.commit": False,
                              "auto.offset.reset": "earliest", "log_level": 3})
-        transactions: Outcomes = []
-        committed = 0
-        deadline = time.monotonic() + LOOP_DEADLINE
-        try:
-            consumer.subscribe([source])
-            while committed < total:
-                assert time.monotonic() < deadline, f"committed {committed} of {total} inputs: {transactions}"
-                msgs = consumer.consume(num_messages=5, timeout=0.5)
-                for msg in msgs:
-                    if msg.error() is not None:
-                        raise KafkaException(msg.error())
-                if not msgs:
-                    continue
-                self.producer.begin_transaction()
-                positions: dict[tuple[str, int], int] = {}
-                inputs: list[str] = []
-                for msg in msgs:
-                    topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
-                    assert topic is not None and partition is not None and offset is not None
-                    value = bytes(msg.value() or b"").decode()
-                    self.producer.produce(sink, value=f"t({value})".encode(), key=msg.key(), partition=partition)
-                    positions[(topic, partition)] = offset + 1
-                    inputs.append(value)
-                self.producer.send_offsets_to_transaction(
-                    [TopicPartition(t, p, o) for (t, p), o in positions.items()],
-                    consumer.consumer_group_metadata(), CALL_TIMEOUT)
-                # Aborting drops what is still buffered; flushing first puts every attempt in
-                # the log, so read_uncommitted readers see the aborted ones too.
-                assert self.producer.flush(CALL_TIMEOUT) == 0
-                if _abort_now(transactions, abort_every):
-                    self.producer.abort_transaction(CALL_TIMEOUT)
-                    transactions.append(("abort", inputs))
-                    # Back to the group's committed offsets (the beginning where none).
-                    for tp in consumer.committed(consumer.assignment(), timeout=CALL_TIMEOUT):
-                        consumer.seek(TopicPartition(tp.topic, tp.partition,
-                                                     tp.offset if tp.offset >= 0 else OFFSET_BEGINNING))
-                else:
-                    self.producer.commit_transaction(CALL_TIMEOUT)
-                    transactions.append(("commit", inputs))
-                    committed += len(inputs)
-        finally:
-            consumer.close()
-        return transactions
+        def one_round(abort: bool) -> list[str] | None:
+            msgs = consumer.consume(num_messages=5, timeout=0.5)
+            for msg in msgs:
+                if msg.error() is not None:
+                    raise KafkaException(msg.error())
+            if not msgs:
+                return None
+            self.producer.begin_transaction()
+            positions: dict[tuple[str, int], int] = {}
+            inputs: list[str] = []
+            for msg in msgs:
+                topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
+                assert topic is not None and partition is not None and offset is not None
+                value = bytes(msg.value() or b"").decode()
+                self.producer.produce(sink, value=f"t({value})".encode(), key=msg.key(), partition=partition)
+                positions[(topic, partition)] = offset + 1
+                inputs.append(value)
+            self.producer.send_offsets_to_transaction(
+                [TopicPartition(t, p, o) for (t, p), o in positions.items()],
+                consumer.consumer_group_metadata(), CALL_TIMEOUT)
+            # Aborting drops what is still buffered; flushing first puts every attempt in
+            # the log, so read_uncommitted readers see the aborted ones too.
+            assert self.producer.flush(CALL_TIMEOUT) == 0
+            if abort:
+                self.producer.abort_transaction(CALL_TIMEOUT)
+                # Back to the group's committed offsets (the beginning where none).
+                for tp in consumer.committed(consumer.assignment(), timeout=CALL_TIMEOUT):
+                    consumer.seek(TopicPartition(tp.topic, tp.partition,
+                                                 tp.offset if tp.offset >= 0 else OFFSET_BEGINNING))
+            else:
+                self.producer.commit_transaction(CALL_TIMEOUT)
+            return inputs
+
+        return _transform_loop(consumer, source, total, abort_every, one_round)
 
 
 class KafkaPythonTxn:
@@ -174,44 +186,35 @@ class KafkaPythonTxn:
         consumer = kafka.KafkaConsumer(bootstrap_servers=self.bootstrap, group_id=group,
                                        isolation_level=READ_COMMITTED, enable_auto_commit=False,
                                        auto_offset_reset="earliest", max_poll_records=5)
-        transactions: Outcomes = []
-        committed = 0
-        deadline = time.monotonic() + LOOP_DEADLINE
-        try:
-            consumer.subscribe([source])
-            while committed < total:
-                assert time.monotonic() < deadline, f"committed {committed} of {total} inputs: {transactions}"
-                polled: dict[Any, list[Any]] = consumer.poll(timeout_ms=500)
-                records = [r for batch in polled.values() for r in batch]
-                if not records:
-                    continue
-                self.producer.begin_transaction()
-                positions: dict[Any, Any] = {}
-                inputs: list[str] = []
-                for tp, batch in polled.items():
-                    for r in batch:
-                        value = bytes(r.value).decode()
-                        self.producer.send(sink, value=f"t({value})".encode(), key=r.key, partition=r.partition)
-                        inputs.append(value)
-                    positions[tp] = kafka.structs.OffsetAndMetadata(batch[-1].offset + 1, "", -1)
-                self.producer.send_offsets_to_transaction(positions, consumer.group_metadata())
-                self.producer.flush(timeout=CALL_TIMEOUT)  # see ConfluentTxn.transform
-                if _abort_now(transactions, abort_every):
-                    self.producer.abort_transaction()
-                    transactions.append(("abort", inputs))
-                    for tp in consumer.assignment():
-                        offset = consumer.committed(tp)
-                        if offset is None:
-                            consumer.seek_to_beginning(tp)
-                        else:
-                            consumer.seek(tp, offset)
-                else:
-                    self.producer.commit_transaction()
-                    transactions.append(("commit", inputs))
-                    committed += len(inputs)
-        finally:
-            consumer.close()
-        return transactions
+        def one_round(abort: bool) -> list[str] | None:
+            polled: dict[Any, list[Any]] = consumer.poll(timeout_ms=500)
+            records = [r for batch in polled.values() for r in batch]
+            if not records:
+                return None
+            self.producer.begin_transaction()
+            positions: dict[Any, Any] = {}
+            inputs: list[str] = []
+            for tp, batch in polled.items():
+                for r in batch:
+                    value = bytes(r.value).decode()
+                    self.producer.send(sink, value=f"t({value})".encode(), key=r.key, partition=r.partition)
+                    inputs.append(value)
+                positions[tp] = kafka.structs.OffsetAndMetadata(batch[-1].offset + 1, "", -1)
+            self.producer.send_offsets_to_transaction(positions, consumer.group_metadata())
+            self.producer.flush(timeout=CALL_TIMEOUT)  # see ConfluentTxn.transform
+            if abort:
+                self.producer.abort_transaction()
+                for tp in consumer.assignment():
+                    offset = consumer.committed(tp)
+                    if offset is None:
+                        consumer.seek_to_beginning(tp)
+                    else:
+                        consumer.seek(tp, offset)
+            else:
+                self.producer.commit_transaction()
+            return inputs
+
+        return _transform_loop(consumer, source, total, abort_every, one_round)
 
 
 CLIENTS: dict[str, Callable[[str, str], TxnProducer]] = {

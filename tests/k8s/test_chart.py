@@ -298,6 +298,8 @@ def test_alert_rules_fire_when_they_should(helm_env: dict[str, str], tmp_path: P
             series("up", "1 1 0x20", pod="demo-2", **demo),
             series("riverlog_offline_log_dirs_count", "0 0 0 1x19", pod="demo-1", **demo),
             series("riverlog_consumer_group_lag", "5000x22", group="billing", topic="orders", partition="0", **demo),
+            # demo-0 holds a transaction open ever longer (5 minutes more each minute): hanging.
+            series("riverlog_transaction_oldest_open_seconds", "0+300x22", pod="demo-0", **demo),
             # calm: healthy, and its small lag stays under the threshold.
             series("riverlog_active_controller_count", "1x22", pod="calm-0", **calm),
             series("riverlog_offline_partitions_count", "0x22", pod="calm-0", **calm),
@@ -305,6 +307,7 @@ def test_alert_rules_fire_when_they_should(helm_env: dict[str, str], tmp_path: P
             series("up", "1x22", pod="calm-0", **calm),
             series("riverlog_offline_log_dirs_count", "0x22", pod="calm-0", **calm),
             series("riverlog_consumer_group_lag", "10x22", group="fast", topic="orders", partition="0", **calm),
+            series("riverlog_transaction_oldest_open_seconds", "30x22", pod="calm-0", **calm),
         ],
         "alert_rule_test": [
             {"eval_time": "2m", "alertname": "RiverlogActiveControllerAbsent", "exp_alerts": []},
@@ -332,6 +335,13 @@ def test_alert_rules_fire_when_they_should(helm_env: dict[str, str], tmp_path: P
                 "exp_labels": {"severity": "warning", "namespace": "prod", "riverlog_cluster": "demo",
                                "group": "billing", "topic": "orders"},
                 "exp_annotations": {"summary": "Consumer group billing lags on orders"}}]},
+            # Above 1200 s from 5m on (1500 s), firing once that lasted 5 minutes.
+            {"eval_time": "9m", "alertname": "RiverlogTransactionHanging", "exp_alerts": []},
+            {"eval_time": "10m", "alertname": "RiverlogTransactionHanging", "exp_alerts": [{
+                "exp_labels": {"severity": "warning", "namespace": "prod", "riverlog_cluster": "demo",
+                               "pod": "demo-0"},
+                "exp_annotations": {"summary": "A transaction coordinated by Riverlog broker prod/demo-0 "
+                                               "has been open for 50m 0s"}}]},
         ],
     }]}
     tests_file = tmp_path / "tests.yaml"

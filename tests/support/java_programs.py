@@ -1,10 +1,11 @@
 """Java test programs of ``tests/java/``, compiled against Kafka's jars and run like Kafka's tools.
 
-Some acceptance tests need the Java client itself (kafka-clients; Kafka Streams later) driven
-in ways no command-line tool offers: a transactional producer scripted step by step, a
-consume-transform-produce loop. Those programs live as plain ``.java`` files in ``tests/java/``
-and are compiled here with the JDK's ``javac`` against the jars ``bench/kafka_dist.py``
-installs, so they always speak the Kafka version the broker tests compare with.
+Some acceptance tests need the Java client itself (kafka-clients, Kafka Streams) driven in ways
+no command-line tool offers: a transactional producer scripted step by step, a
+consume-transform-produce loop, a Streams application. Those programs live as plain ``.java``
+files in ``tests/java/`` and are compiled here with the JDK's ``javac`` against the jars
+``bench/kafka_dist.py`` installs (``bench/kafka-pom.xml`` lists kafka-streams, so Streams and
+RocksDB are among them), so they always speak the Kafka version the broker tests compare with.
 
 Compiling takes a few seconds of CPU, so the classes are cached outside the repository in
 ``~/.cache/riverlog/java/<key>/`` (``RIVERLOG_CACHE`` moves ``~/.cache/riverlog``), where the key
@@ -22,7 +23,6 @@ Two ways to run a program:
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import queue
@@ -32,12 +32,12 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
 from support.brokers import REPO_ROOT, kafka_dist
-from support.java_tools import ToolResult
+from support.java_tools import ToolResult, run_java
 
 JAVA_SOURCES = REPO_ROOT / "tests" / "java"
 # Bump when the way classes are compiled changes (javac flags), so old caches are not trusted.
@@ -86,18 +86,6 @@ def cache_dir() -> Path:
     return Path(kafka_dist.cache_root()) / "java"
 
 
-@contextlib.contextmanager
-def _file_lock(path: Path) -> Iterator[None]:
-    # Two pytest processes may compile at once; the second waits and then finds the classes.
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 def javac_executable() -> str:
     java = Path(kafka_dist.java_executable())
     beside = java.with_name("javac")
@@ -134,7 +122,8 @@ class JavaPrograms:
                 return _COMPILED[key]
             target = cache_dir() / key
             if not (target / _COMPLETE_MARKER).is_file():
-                with _file_lock(cache_dir() / ".lock"):
+                # Two pytest processes may compile at once; the second waits and then finds the classes.
+                with kafka_dist.file_lock(cache_dir() / ".lock"):
                     if not (target / _COMPLETE_MARKER).is_file():
                         self._compile(target)
             else:
@@ -187,20 +176,7 @@ class JavaPrograms:
         timeout: float = 120.0,
         check: bool = True,
     ) -> ToolResult:
-        cmd = self.command(main_class, args)
-        try:
-            proc = subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=timeout)
-        except subprocess.TimeoutExpired as exc:
-            out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else exc.stdout
-            err = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else exc.stderr
-            raise AssertionError(
-                f"{main_class} did not finish within {timeout:.0f}s\n"
-                f"command: {' '.join(cmd)}\n--- stdout ---\n{out}\n--- stderr ---\n{err}"
-            ) from exc
-        result = ToolResult(cmd, proc.returncode, proc.stdout, proc.stderr)
-        if check and proc.returncode != 0:
-            raise AssertionError(f"{main_class} failed\n{result.describe()}")
-        return result
+        return run_java(self.command(main_class, args), main_class, stdin=stdin, timeout=timeout, check=check)
 
     def session(self, main_class: str, args: Sequence[str] = (), *, log_path: Path) -> JavaSession:
         return JavaSession(self.command(main_class, args), log_path=log_path)

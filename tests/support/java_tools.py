@@ -37,6 +37,24 @@ class ToolResult:
         )
 
 
+def run_java(cmd: list[str], main_class: str, *, stdin: str | None, timeout: float, check: bool) -> ToolResult:
+    """Run a Java command line to its end within ``timeout`` seconds; an AssertionError with
+    its output if it did not finish, or (``check``) failed."""
+    try:
+        proc = subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as exc:
+        out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else exc.stdout
+        err = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else exc.stderr
+        raise AssertionError(
+            f"{main_class} did not finish within {timeout:.0f}s\n"
+            f"command: {' '.join(cmd)}\n--- stdout ---\n{out}\n--- stderr ---\n{err}"
+        ) from exc
+    result = ToolResult(cmd, proc.returncode, proc.stdout, proc.stderr)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{main_class} failed\n{result.describe()}")
+    return result
+
+
 class JavaTools:
     """Runs Kafka tool main classes with a bounded wall-clock time."""
 
@@ -59,26 +77,7 @@ class JavaTools:
     ) -> ToolResult:
         # Tool output (what we assert on) is on stdout; slf4j logging goes to stderr at WARN so
         # that a failure's cause is visible without drowning the output.
-        cmd = self.command(main_class, args)
-        try:
-            proc = subprocess.run(
-                cmd,
-                input=stdin,
-                capture_output=True,
-                text=True,
-                timeout=timeout,
-            )
-        except subprocess.TimeoutExpired as exc:
-            out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else exc.stdout
-            err = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else exc.stderr
-            raise AssertionError(
-                f"{main_class} did not finish within {timeout:.0f}s\n"
-                f"command: {' '.join(cmd)}\n--- stdout ---\n{out}\n--- stderr ---\n{err}"
-            ) from exc
-        result = ToolResult(cmd, proc.returncode, proc.stdout, proc.stderr)
-        if check and proc.returncode != 0:
-            raise AssertionError(f"{main_class} failed\n{result.describe()}")
-        return result
+        return run_java(self.command(main_class, args), main_class, stdin=stdin, timeout=timeout, check=check)
 
     # --- thin wrappers named after the shell scripts ----------------------------------------
 

@@ -34,6 +34,13 @@ from support.clients import admin, wait_until
 READ_COMMITTED = "read_committed"
 READ_UNCOMMITTED = "read_uncommitted"
 
+# The module-scoped broker of the transaction tests: no rebalance delay, small internal topics.
+TXN_BROKER_SETTINGS: dict[str, object] = {
+    "group.initial.rebalance.delay.ms": 0,
+    "offsets.topic.num.partitions": 3,
+    "transaction.state.log.num.partitions": 3,
+}
+
 # How long a test waits for the markers of a finished transaction to reach its partitions.
 STABLE_TIMEOUT = 60.0
 

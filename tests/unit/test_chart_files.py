@@ -57,6 +57,7 @@ def known_metric_names() -> set[str]:
     broker.track_consumer_groups(lambda: [("g", "t", 0, 0, 1)], lambda: [("g", "Stable", 1)])
     broker.track_controller(lambda: (True, 0))
     broker.track_log_dirs(lambda: [("/data", True)])
+    broker.track_transactions(lambda: [(0, 1, 2.5)], lambda: [("t", 0, 3)])
     from riverlog_operator.metrics import REGISTRY as operator_registry
 
     return exported_names(broker.registry) | exported_names(operator_registry) | {"up"}
@@ -111,7 +112,11 @@ def test_dashboard_reads_only_metrics_that_exist() -> None:
         used |= names
     # The headline gauges the alerts are about are all on the dashboard.
     assert {"riverlog_active_controller_count", "riverlog_offline_partitions_count", "riverlog_offline_log_dirs_count",
-            "riverlog_under_replicated_partitions", "riverlog_consumer_group_lag"} <= used
+            "riverlog_under_replicated_partitions", "riverlog_consumer_group_lag",
+            "riverlog_transaction_oldest_open_seconds"} <= used
+    # Every transaction metric has a panel.
+    assert {"riverlog_transactions_open", "riverlog_transaction_marker_latency_seconds_bucket",
+            "riverlog_last_stable_offset_lag", "riverlog_coordinator_load_seconds_bucket"} <= used
 
 
 def grafana_to_promql(expr: str) -> str:

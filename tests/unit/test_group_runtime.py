@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from riverlog.cluster.partition import Partition
 from riverlog.controller.image import MetadataImage
 from riverlog.controller.records import Endpoint, PartitionRecord, RegisterBrokerRecord, TopicRecord
 from riverlog.coordinator.config import GroupConfig
@@ -18,31 +17,13 @@ from riverlog.coordinator.offset_ops import CommitPartition, CommitRequest
 from riverlog.coordinator.placement import GROUP_METADATA_TOPIC, partition_for
 from riverlog.coordinator.runtime import GroupCoordinator
 from riverlog.protocol.errors import ErrorCode, KafkaError
-from riverlog.storage import Log, LogConfig
+from support.coordinator_replicas import FakeReplicas
 
 pytestmark = pytest.mark.unit
 
 PARTITIONS = 3
 NODE = 1
 TOPIC_ID = uuid.uuid4()
-
-
-class FakeReplicas:
-    def __init__(self, directory: Path) -> None:
-        self.partitions: dict[tuple[str, int], Partition] = {}
-        for index in range(PARTITIONS):
-            log = Log.open(directory / f"{GROUP_METADATA_TOPIC}-{index}", LogConfig(cleanup_policy="compact"),
-                           now_ms=0)
-            partition = Partition(GROUP_METADATA_TOPIC, index, TOPIC_ID, log, NODE)
-            partition.become_leader(0, (NODE,), (NODE,))
-            self.partitions[(GROUP_METADATA_TOPIC, index)] = partition
-
-    def get(self, topic: str, index: int) -> Partition | None:
-        return self.partitions.get((topic, index))
-
-    def close(self) -> None:
-        for p in self.partitions.values():
-            p.log.close()
 
 
 class FakeController:
@@ -77,7 +58,7 @@ def make(tmp_path: Path, replicas: FakeReplicas) -> tuple[GroupCoordinator, Fake
 
 
 def test_join_commit_restart_and_unload(tmp_path: Path) -> None:
-    replicas = FakeReplicas(tmp_path)
+    replicas = FakeReplicas(tmp_path, GROUP_METADATA_TOPIC, TOPIC_ID, PARTITIONS, NODE)
     orders = (("orders", (CommitPartition(0, 17, 3, "m"),)),)
 
     async def first_life() -> str:

@@ -35,7 +35,7 @@ LAYERS: list[set[str]] = [
     {"server"},  # listeners, connections, request dispatch
     {"controller"},  # metadata: records, image, decisions, Raft, the quorum
     {"cluster"},  # partitions and replication, following the metadata image
-    {"coordinator", "transactions"},  # consumer groups and transactions, on top of partitions
+    {"coordinator", "transactions", "coordinator_runtime"},  # consumer groups, transactions, their shared shell
     {"handlers"},  # one module per API family, bound to a host (handlers/host.py)
     {"broker", "controller_node", "devcluster"},  # the nodes, assembled
     {"cli", "__main__"},  # the command line

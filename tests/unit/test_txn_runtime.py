@@ -13,7 +13,6 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from riverlog.cluster.partition import Partition
 from riverlog.controller.image import MetadataImage
 from riverlog.controller.records import Endpoint, PartitionRecord, RegisterBrokerRecord, TopicRecord
 from riverlog.handlers.producer_ids import handle_init_producer_id
@@ -25,12 +24,12 @@ from riverlog.handlers.transactions import (
     handle_list_transactions,
 )
 from riverlog.protocol.errors import ErrorCode, KafkaError
-from riverlog.storage import Log, LogConfig
 from riverlog.transactions.config import TxnConfig
 from riverlog.transactions.placement import TRANSACTION_STATE_TOPIC, partition_for
 from riverlog.transactions.runtime import TransactionCoordinator
 from riverlog.transactions.shard import TxnShard
 from riverlog.transactions.state import TxnState
+from support.coordinator_replicas import FakeReplicas
 
 pytestmark = pytest.mark.unit
 
@@ -40,24 +39,6 @@ TXN_TOPIC_ID = uuid.uuid4()
 DATA_TOPIC_ID = uuid.uuid4()
 TID = "tx-runtime"
 CONFIG = TxnConfig(topic_num_partitions=PARTITIONS, marker_retry_backoff_ms=1)
-
-
-class FakeReplicas:
-    def __init__(self, directory: Path) -> None:
-        self.partitions: dict[tuple[str, int], Partition] = {}
-        for index in range(PARTITIONS):
-            log = Log.open(directory / f"{TRANSACTION_STATE_TOPIC}-{index}", LogConfig(cleanup_policy="compact"),
-                           now_ms=0)
-            partition = Partition(TRANSACTION_STATE_TOPIC, index, TXN_TOPIC_ID, log, NODE)
-            partition.become_leader(0, (NODE,), (NODE,))
-            self.partitions[(TRANSACTION_STATE_TOPIC, index)] = partition
-
-    def get(self, topic: str, index: int) -> Partition | None:
-        return self.partitions.get((topic, index))
-
-    def close(self) -> None:
-        for p in self.partitions.values():
-            p.log.close()
 
 
 class FakeController:
@@ -91,7 +72,7 @@ class MarkerLeader:
 
 
 async def started(directory: Path, leader: MarkerLeader) -> tuple[TransactionCoordinator, FakeReplicas]:
-    replicas = FakeReplicas(directory)
+    replicas = FakeReplicas(directory, TRANSACTION_STATE_TOPIC, TXN_TOPIC_ID, PARTITIONS, NODE)
     coordinator = TransactionCoordinator(CONFIG, NODE, replicas, FakeController(), "PLAINTEXT",  # type: ignore[arg-type]
                                          local_markers=leader)
     coordinator.on_image(coordinator.image)

@@ -31,11 +31,13 @@ class Driver:
         self.replies: dict[int, dict[str, object]] = {}
         self.written: list[TxnLogRecord] = []
         self.jobs: list[MarkerJob] = []
+        self.completed: list[tuple[bool, int]] = []  # (committed, ms from Prepare* to Complete*)
         self._token = 0
 
     def _absorb(self, result: Result, write_error: ErrorCode | None) -> None:
         self.replies.update(result.replies)
         self.jobs.extend(result.markers)
+        self.completed.extend(result.completed)
         if result.after_write and write_error is not None:
             if write_error == E.NONE:
                 self.written.extend(result.records)
@@ -319,3 +321,53 @@ def test_illegal_transitions_are_refused() -> None:
         txn.prepare_add_partitions(frozenset({("t", 1)}), T0, 0)  # one transition at a time
     for state in S:
         assert S(state).label and S.from_label(S(state).label) == state
+
+
+def test_open_transactions_and_marker_latency_for_metrics() -> None:
+    """What the metrics read: open transactions (Ongoing and Prepare*) with the oldest start, and
+    per completed transaction the time from Prepare* written to Complete* written."""
+    d = Driver()
+    d.init()
+    assert d.shard.open_transactions() == (0, None)
+    d.now += 5
+    assert d.call("add_partitions", TID, 1000, 0, [("t", 0)]) == {"error_code": E.NONE}
+    assert d.shard.open_transactions() == (1, T0 + 5)
+    d.now += 100
+    assert d.call("end_txn", TID, 1000, 0, True) == {"error_code": E.NONE}
+    (job,) = d.jobs
+    assert job.prepared_ms == T0 + 105
+    assert d.shard.open_transactions() == (1, T0 + 5)  # PrepareCommit: still open
+    d.now += 40
+    d.finish_markers()
+    assert d.completed == [(True, 40)]
+    assert d.shard.open_transactions() == (0, None)
+    # An abort, whose Complete* first fails to be written: measured once, when it is.
+    assert d.call("add_partitions", TID, 1000, 0, [("t", 0)]) == {"error_code": E.NONE}
+    assert d.call("end_txn", TID, 1000, 0, False) == {"error_code": E.NONE}
+    (job,) = d.jobs
+    d.jobs = []
+    d.now += 7
+    d.op("markers_written", job, write_error=E.COORDINATOR_NOT_AVAILABLE)  # retried, as Kafka does
+    assert d.completed == [(True, 40)] and d.shard.open_transactions()[0] == 1
+    d.now += 3
+    d.finish_markers()
+    assert d.completed == [(True, 40), (False, 10)]
+    assert d.shard.open_transactions() == (0, None)
+
+
+def test_transaction_found_prepared_on_loading_is_timed_from_its_prepare_record() -> None:
+    d = Driver()
+    ongoing(d)
+    d.now += 50
+    d.call("end_txn", TID, 1000, 0, False)
+    prepared = [r for r in d.written if r.value is not None and r.value.state == S.PREPARE_ABORT][-1]
+    loaded = Driver()
+    loaded.now = d.now + 1000
+    for record in d.written:
+        loaded.shard.replay(record)
+    loaded.op("on_loaded")
+    (job,) = loaded.jobs
+    assert prepared.value is not None and job.prepared_ms == prepared.value.last_update_ms
+    assert loaded.shard.open_transactions() == (1, d.txn.start_ms)
+    loaded.finish_markers()
+    assert loaded.completed == [(False, loaded.now - prepared.value.last_update_ms)]

@@ -21,20 +21,21 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
-import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..clock import now_ms
 from ..controller.image import MetadataImage
-from ..controller.topic_ops import NewTopic, live_brokers
-from ..protocol.errors import ErrorCode, KafkaError
+from ..controller.topic_ops import NewTopic
+from ..coordinator_runtime import TOO_LARGE, CoordinatorShell, ShardHandle, read_chunk
+from ..coordinator_runtime import coordinator_error as _coordinator_error
+from ..protocol.errors import ErrorCode
 from ..protocol.primitives import DecodeError
-from ..protocol.record_batch import NewRecord, build_batch, decode_records, iter_batches
+from ..protocol.record_batch import BatchHeader, decode_records
 from ..storage import Log
 from .config import GroupConfig
-from .effects import AfterWrite, Body, Result, TxnWrite
+from .effects import AfterWrite, Result
 from .placement import GROUP_METADATA_TOPIC, partition_for
 from .records import CoordinatorRecord, UnknownRecord, decode, encode
 from .shard import GroupShard
@@ -62,106 +63,82 @@ class _Marker:
 # the batch is transactional), or a marker.
 _LoadItem = tuple[CoordinatorRecord, int] | _Marker
 
+# Kafka's GroupMetadataManager also maps INVALID_FETCH_SIZE to UNKNOWN_SERVER_ERROR.
+_TOO_LARGE = TOO_LARGE | {ErrorCode.INVALID_FETCH_SIZE}
 
 
 def coordinator_error(code: ErrorCode) -> ErrorCode:
     """What a client is told when writing to the offsets partition failed (Kafka's mapping):
     errors about the partition become coordinator errors the client knows how to retry."""
-    if code in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_ENOUGH_REPLICAS,
-                ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND, ErrorCode.REQUEST_TIMED_OUT):
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE
-    if code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR):
-        return ErrorCode.NOT_COORDINATOR
-    if code in (ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.INVALID_FETCH_SIZE):
-        return ErrorCode.UNKNOWN_SERVER_ERROR
-    return code
+    return _coordinator_error(code, _TOO_LARGE)
 
 
 @dataclass
-class _ShardHandle:
-    partition: int
-    key: tuple[Any, int]  # (topic id, leader epoch) the shard was loaded for
-    shard: GroupShard
-    loaded: bool = False
-    closed: bool = False
+class _ShardHandle(ShardHandle[GroupShard]):
     timer: asyncio.TimerHandle | None = None
     timer_deadline: int | None = None
-    load_task: asyncio.Task[None] | None = None
-    tokens: set[int] = field(default_factory=set)
 
 
-class GroupCoordinator:
+class GroupCoordinator(CoordinatorShell[GroupShard, _ShardHandle, _LoadItem]):
+    topic = GROUP_METADATA_TOPIC
+    keys_name = "groups"
+    too_large = _TOO_LARGE
+
     def __init__(self, config: GroupConfig, node_id: int, replicas: ReplicaManager,
                  controller: ControllerApi) -> None:
+        super().__init__(node_id, replicas, controller, partition_for)
         self.config = config
-        self.node_id = node_id
-        self.replicas = replicas
-        self.controller = controller
-        self._handles: dict[int, _ShardHandle] = {}
-        self._waiting: dict[int, asyncio.Future[Body]] = {}
-        self._next_token = 0
-        self._creating: asyncio.Task[None] | None = None
-        self._pending_writes: set[asyncio.Task[None]] = set()
         self._image: MetadataImage | None = None
-        self._stopped = False
 
-    # Placement ---------------------------------------------------------------------------
+    # The shell's hooks -------------------------------------------------------------------
 
-    @property
-    def image(self) -> MetadataImage:
-        return self.controller.image
-
-    def num_partitions(self) -> int:
-        """The offsets topic's partition count (the configured one until it exists)."""
-        topic = self.image.topics.get(GROUP_METADATA_TOPIC)
-        if topic is not None and topic.partitions:
-            return len(topic.partitions)
+    def _configured_partitions(self) -> int:
         return self.config.offsets_topic_num_partitions
 
-    def partition_for(self, group_id: str) -> int:
-        return partition_for(group_id, self.num_partitions())
-
-    def coordinator_of(self, group_id: str) -> int | None:
-        """The broker leading the group's offsets partition, None if there is none (yet)."""
-        topic = self.image.topics.get(GROUP_METADATA_TOPIC)
-        if topic is None:
-            return None
-        part = topic.partitions.get(self.partition_for(group_id))
-        if part is None or part.leader < 0:
-            return None
-        broker = self.image.brokers.get(part.leader)
-        if broker is None or broker.fenced:
-            return None
-        return part.leader
-
-    async def ensure_offsets_topic(self) -> None:
-        """Create ``__consumer_offsets`` if it does not exist (once, however many ask)."""
-        if GROUP_METADATA_TOPIC in self.image.topics or self._stopped:
-            return
-        if self._creating is None or self._creating.done():
-            self._creating = asyncio.get_running_loop().create_task(self._create_offsets_topic())
-        await asyncio.shield(self._creating)
-
-    async def _create_offsets_topic(self) -> None:
+    def _new_topic(self, replication_for: Callable[[int], int]) -> NewTopic:
         cfg = self.config
-        replication = max(1, min(cfg.offsets_topic_replication_factor, len(live_brokers(self.image))))
-        request = NewTopic(
-            GROUP_METADATA_TOPIC, cfg.offsets_topic_num_partitions, replication,
+        return NewTopic(
+            GROUP_METADATA_TOPIC, cfg.offsets_topic_num_partitions,
+            replication_for(cfg.offsets_topic_replication_factor),
             configs={"cleanup.policy": "compact", "compression.type": "producer",
                      "segment.bytes": str(cfg.offsets_topic_segment_bytes)},
         )
-        try:
-            (outcome,) = await self.controller.create_topics(
-                [request], validate_only=False, default_partitions=cfg.offsets_topic_num_partitions,
-                default_replication=replication)
-        except Exception:
-            log.exception("could not create %s", GROUP_METADATA_TOPIC)
-            return
-        if outcome.error not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
-            log.warning("could not create %s: %s %s", GROUP_METADATA_TOPIC, outcome.error.name, outcome.message)
+
+    def _new_handle(self, index: int, key: tuple[Any, int]) -> _ShardHandle:
+        return _ShardHandle(index, key, GroupShard(index, self.config))
+
+    def _load_chunk(self, log_obj: Log, offset: int) -> tuple[list[_LoadItem], int]:
+        return _read_chunk(log_obj, offset, self.config.offsets_load_buffer_size)
+
+    def _replay(self, shard: GroupShard, item: _LoadItem) -> None:
+        if isinstance(item, _Marker):
+            shard.replay_marker(item.producer_id, item.committed)
         else:
-            log.info("created %s with %d partitions, replication factor %d", GROUP_METADATA_TOPIC,
-                     cfg.offsets_topic_num_partitions, replication)
+            shard.replay(*item)
+
+    def _loaded(self, handle: _ShardHandle) -> Result:
+        return handle.shard.on_loaded(now_ms())
+
+    def _closing(self, handle: _ShardHandle) -> None:
+        if handle.timer is not None:
+            handle.timer.cancel()
+        if handle.loaded:
+            self._process(handle, handle.shard.on_unloaded(now_ms()))
+
+    def _encode(self, record: CoordinatorRecord) -> tuple[bytes | None, bytes | None]:
+        return encode(record)
+
+    def _write_timeout_s(self) -> float:
+        return self.config.offsets_commit_timeout_ms / 1000
+
+    def _write_cancelled(self, handle: _ShardHandle, callbacks: list[AfterWrite]) -> None:
+        self._complete_write(handle, callbacks, ErrorCode.NOT_COORDINATOR)
+
+    # Placement ---------------------------------------------------------------------------
+
+    async def ensure_offsets_topic(self) -> None:
+        """Create ``__consumer_offsets`` if it does not exist (once, however many ask)."""
+        await self.ensure_topic()
 
     # Leadership --------------------------------------------------------------------------
 
@@ -171,19 +148,7 @@ class GroupCoordinator:
         if self._stopped:
             return
         old, self._image = self._image, image
-        wanted: dict[int, tuple[Any, int]] = {}
-        topic = image.topics.get(GROUP_METADATA_TOPIC)
-        if topic is not None:
-            for part in topic.partitions.values():
-                replica = self.replicas.get(GROUP_METADATA_TOPIC, part.partition)
-                if part.leader == self.node_id and replica is not None and replica.is_leader:
-                    wanted[part.partition] = (topic.topic_id, part.leader_epoch)
-        for index, handle in list(self._handles.items()):
-            if wanted.get(index) != handle.key:
-                self._unload(index)
-        for index, key in wanted.items():
-            if index not in self._handles:
-                self._start_load(index, key)
+        super().on_image(image)
         if old is not None:
             deleted = {name for name, t in old.topics.items()
                        if name not in image.topics or image.topics[name].topic_id != t.topic_id}
@@ -194,109 +159,6 @@ class GroupCoordinator:
                         self._process(handle, handle.shard.run(now_ms(), handle.shard.tombstone_deleted_topics,
                                                                deleted))
 
-    def _start_load(self, index: int, key: tuple[Any, int]) -> None:
-        handle = _ShardHandle(index, key, GroupShard(index, self.config))
-        self._handles[index] = handle
-        handle.load_task = asyncio.get_running_loop().create_task(self._load(handle))
-
-    async def _load(self, handle: _ShardHandle) -> None:
-        partition = self.replicas.get(GROUP_METADATA_TOPIC, handle.partition)
-        if partition is None:
-            return
-        started = time.monotonic()
-        loop = asyncio.get_running_loop()
-        log_obj = partition.log
-        offset = log_obj.log_start_offset
-        count = 0
-        try:
-            # Read to the log end as it is when we get there: nothing else writes meanwhile,
-            # as requests for this partition are answered COORDINATOR_LOAD_IN_PROGRESS.
-            while offset < log_obj.log_end_offset and not handle.closed:
-                records, offset = await loop.run_in_executor(
-                    None, _read_chunk, log_obj, offset, self.config.offsets_load_buffer_size)
-                if handle.closed:
-                    return
-                for item in records:
-                    if isinstance(item, _Marker):
-                        handle.shard.replay_marker(item.producer_id, item.committed)
-                    else:
-                        handle.shard.replay(*item)
-                count += len(records)
-        except Exception:
-            log.exception("loading %s-%d failed; the partition's groups stay unavailable",
-                          GROUP_METADATA_TOPIC, handle.partition)
-            return
-        if handle.closed:
-            return
-        handle.loaded = True
-        log.log(logging.INFO if count else logging.DEBUG, "loaded %s-%d: %d records in %.3fs",
-                GROUP_METADATA_TOPIC, handle.partition, count, time.monotonic() - started)
-        self._process(handle, handle.shard.on_loaded(now_ms()))
-
-    def _unload(self, index: int) -> None:
-        handle = self._handles.pop(index)
-        handle.closed = True
-        if handle.timer is not None:
-            handle.timer.cancel()
-        if handle.load_task is not None and not handle.load_task.done():
-            handle.load_task.cancel()
-        if handle.loaded:
-            log.info("unloading %s-%d: no longer its leader", GROUP_METADATA_TOPIC, index)
-            self._process(handle, handle.shard.on_unloaded(now_ms()))
-        # Requests still parked there would otherwise wait forever.
-        for token in list(handle.tokens):
-            self._fail(token, ErrorCode.NOT_COORDINATOR)
-
-    # Requests ----------------------------------------------------------------------------
-
-    def shard_for(self, group_id: str) -> GroupShard:
-        """The loaded shard of the group, or KafkaError NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS."""
-        return self._handle_for(self.partition_for(group_id)).shard
-
-    def _handle_for(self, index: int) -> _ShardHandle:
-        handle = self._handles.get(index)
-        if handle is None or handle.closed:
-            raise KafkaError("", ErrorCode.NOT_COORDINATOR)
-        if not handle.loaded:
-            raise KafkaError("", ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
-        return handle
-
-    def loaded_shards(self) -> list[GroupShard]:
-        return [h.shard for h in self._handles.values() if h.loaded and not h.closed]
-
-    def any_loading(self) -> bool:
-        return any(not h.loaded for h in self._handles.values())
-
-    async def call(self, group_id: str, operation: Callable[[GroupShard, int], None]) -> Body:
-        """Run ``operation(shard, token)`` on the group's shard and wait for the answer it (or a
-        later event) gives to ``token``.
-
-        Raises KafkaError with the coordinator-level error when the request cannot be served.
-        """
-        handle = self._handle_for(self.partition_for(group_id))
-        self._next_token += 1
-        token = self._next_token
-        future: asyncio.Future[Body] = asyncio.get_running_loop().create_future()
-        self._waiting[token] = future
-        handle.tokens.add(token)
-        try:
-            self._process(handle, handle.shard.run(now_ms(), operation, handle.shard, token))
-            return await future
-        finally:
-            self._waiting.pop(token, None)
-            handle.tokens.discard(token)
-
-    def _deliver(self, replies: list[tuple[int, Body]]) -> None:
-        for token, body in replies:
-            future = self._waiting.get(token)
-            if future is not None and not future.done():
-                future.set_result(body)
-
-    def _fail(self, token: int, code: ErrorCode) -> None:
-        future = self._waiting.get(token)
-        if future is not None and not future.done():
-            future.set_exception(KafkaError("", code))
-
     # Effects -----------------------------------------------------------------------------
 
     def _process(self, handle: _ShardHandle, result: Result) -> None:
@@ -304,60 +166,10 @@ class GroupCoordinator:
         if result.records or result.after_write:
             self._write(handle, result.records, result.after_write)
         for txn in result.txn_writes:
-            self._write(handle, txn.records, [txn.after], txn)
+            # A transactional offset commit: a transactional batch of its producer.
+            self._write(handle, txn.records, [txn.after], (txn.producer_id, txn.producer_epoch))
         if not handle.closed:
             self._arm(handle)
-
-    def _write(self, handle: _ShardHandle, records: list[CoordinatorRecord], callbacks: list[AfterWrite],
-               txn: TxnWrite | None = None) -> None:
-        """Append now (so the log keeps the order of decisions), confirm asynchronously.
-
-        ``txn``: the records are a transactional batch of that producer (no sequence number:
-        the partition skips sequence checks for coordinator writes, but the batch joins the
-        producer's open transaction, so its marker closes it)."""
-        waiter: asyncio.Future[None] | None = None
-        error = ErrorCode.NONE
-        if handle.closed:
-            error = ErrorCode.NOT_COORDINATOR
-        elif records:
-            partition = self.replicas.get(GROUP_METADATA_TOPIC, handle.partition)
-            try:
-                if partition is None:
-                    raise KafkaError("", ErrorCode.NOT_LEADER_OR_FOLLOWER)
-                now = now_ms()
-                new_records = [NewRecord(value=value, key=key, timestamp=now)
-                               for key, value in (encode(r) for r in records)]
-                if txn is None:
-                    info = partition.append(memoryview(build_batch(new_records)), acks=-1, now_ms=now)
-                else:
-                    batch = build_batch(new_records, producer_id=txn.producer_id,
-                                        producer_epoch=txn.producer_epoch, transactional=True)
-                    info = partition.append(memoryview(batch), acks=-1, now_ms=now, from_coordinator=True)
-                waiter = partition.wait_for_high_watermark(info.last_offset)
-            except KafkaError as exc:
-                error = coordinator_error(exc.code)
-                log.warning("%s-%d: could not append %d records: %s", GROUP_METADATA_TOPIC, handle.partition,
-                            len(records), exc.code.name)
-        if waiter is None:
-            self._process(handle, handle.shard.complete_write(callbacks, error, now_ms()))
-            return
-        task = asyncio.get_running_loop().create_task(self._confirm(handle, waiter, callbacks))
-        self._pending_writes.add(task)
-        task.add_done_callback(self._pending_writes.discard)
-
-    async def _confirm(self, handle: _ShardHandle, waiter: asyncio.Future[None], callbacks: list[AfterWrite]) -> None:
-        error = ErrorCode.NONE
-        try:
-            await asyncio.wait_for(waiter, self.config.offsets_commit_timeout_ms / 1000)
-        except TimeoutError:
-            error = ErrorCode.COORDINATOR_NOT_AVAILABLE
-        except KafkaError as exc:
-            error = coordinator_error(exc.code)
-        except asyncio.CancelledError:
-            error = ErrorCode.NOT_COORDINATOR
-            self._process(handle, handle.shard.complete_write(callbacks, error, now_ms()))
-            raise
-        self._process(handle, handle.shard.complete_write(callbacks, error, now_ms()))
 
     def _arm(self, handle: _ShardHandle) -> None:
         deadline = handle.shard.next_deadline()
@@ -412,46 +224,36 @@ class GroupCoordinator:
     # Shutdown ----------------------------------------------------------------------------
 
     async def stop(self) -> None:
-        self._stopped = True
-        for index in list(self._handles):
-            self._unload(index)
-        for task in list(self._pending_writes):
-            task.cancel()
-        for token in list(self._waiting):
-            self._fail(token, ErrorCode.NOT_COORDINATOR)
-        if self._pending_writes:
-            await asyncio.gather(*self._pending_writes, return_exceptions=True)
+        self._stop_shards()
+        await self._cancel_tasks()
 
 
 def _read_chunk(log_obj: Log, offset: int, max_bytes: int) -> tuple[list[_LoadItem], int]:
     """Records and markers of the batches from ``offset`` (worker thread); returns them and the
     next offset."""
-    data = log_obj.read_records_bytes(offset, max_bytes)
-    records: list[_LoadItem] = []
-    next_offset = offset
-    for header in iter_batches(data):
-        next_offset = max(next_offset, header.next_offset)
-        if header.is_control:
-            for record in decode_records(data, header):
-                marker = _control_type(record.key)
-                if marker is not None:
-                    records.append(_Marker(header.producer_id, marker == CONTROL_COMMIT))
-            continue
-        producer_id = header.producer_id if header.is_transactional else NO_PRODUCER_ID
+    return read_chunk(log_obj, offset, max_bytes, _decode_batch)
+
+
+def _decode_batch(data: bytes, header: BatchHeader) -> list[_LoadItem]:
+    items: list[_LoadItem] = []
+    if header.is_control:
         for record in decode_records(data, header):
-            if record.key is None:
-                continue
-            try:
-                records.append((decode(record.key, record.value), producer_id))
-            except UnknownRecord:
-                continue  # another group type's record (KIP-848 etc.): not ours to replay
-            except DecodeError as exc:
-                log.warning("%s: skipping undecodable record at offset %d: %s", GROUP_METADATA_TOPIC,
-                            record.offset, exc)
-    if next_offset == offset:
-        # Nothing readable at this offset (should not happen): skip to the end to avoid spinning.
-        next_offset = log_obj.log_end_offset
-    return records, next_offset
+            marker = _control_type(record.key)
+            if marker is not None:
+                items.append(_Marker(header.producer_id, marker == CONTROL_COMMIT))
+        return items
+    producer_id = header.producer_id if header.is_transactional else NO_PRODUCER_ID
+    for record in decode_records(data, header):
+        if record.key is None:
+            continue
+        try:
+            items.append((decode(record.key, record.value), producer_id))
+        except UnknownRecord:
+            continue  # another group type's record (KIP-848 etc.): not ours to replay
+        except DecodeError as exc:
+            log.warning("%s: skipping undecodable record at offset %d: %s", GROUP_METADATA_TOPIC,
+                        record.offset, exc)
+    return items
 
 
 CONTROL_ABORT = 0

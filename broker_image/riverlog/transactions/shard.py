@@ -69,6 +69,9 @@ class MarkerJob:
     partitions: frozenset[TopicPartition]
     complete: TxnTransit
     attempt: int = 0
+    # When Prepare* was written (the shard's clock; for a transaction found prepared on loading,
+    # the time its Prepare* record carries): marker latency is measured from it.
+    prepared_ms: int = -1
 
 
 @dataclass
@@ -78,6 +81,9 @@ class Result:
     # Run with NONE once ``records`` are durable, else with the coordinator-facing error.
     after_write: list[AfterWrite] = field(default_factory=list)
     markers: list[MarkerJob] = field(default_factory=list)
+    # (committed, milliseconds from Prepare* written to Complete* written) of the transactions
+    # this result completed.
+    completed: list[tuple[bool, int]] = field(default_factory=list)
 
 
 class TxnShard:
@@ -129,7 +135,7 @@ class TxnShard:
         """Transactions the previous coordinator left half-finished get their markers again."""
         for txn in self.txns.values():
             if txn.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
-                self._send_markers(txn)
+                self._send_markers(txn, prepared_ms=txn.last_update_ms)
         if self.txns:
             log.info("%s-%d: %d transactional ids (coordinator epoch %d)", "__transaction_state", self.partition,
                      len(self.txns), self.coordinator_epoch)
@@ -291,12 +297,13 @@ class TxnShard:
 
         self._write(transactional_id, transit, written)
 
-    def _send_markers(self, txn: TxnMetadata) -> None:
+    def _send_markers(self, txn: TxnMetadata, prepared_ms: int | None = None) -> None:
         committed = txn.state == S.PREPARE_COMMIT
         producer_id, producer_epoch, partitions = txn.producer_id, txn.producer_epoch, txn.partitions
         complete = txn.prepare_complete(self.now_ms)  # pending until every marker is written
         self._out.markers.append(MarkerJob(txn.transactional_id, self.coordinator_epoch, producer_id,
-                                           producer_epoch, committed, partitions, complete))
+                                           producer_epoch, committed, partitions, complete,
+                                           prepared_ms=self.now_ms if prepared_ms is None else prepared_ms))
 
     def markers_written(self, job: MarkerJob) -> None:
         """Every partition leader wrote the job's marker: append Complete*."""
@@ -310,6 +317,8 @@ class TxnShard:
             if error == ErrorCode.NONE:
                 txn.complete(job.complete)
                 log.debug("transactional id %s: %s", job.transactional_id, txn.state.label)
+                if job.prepared_ms >= 0:
+                    self._out.completed.append((job.committed, max(0, self.now_ms - job.prepared_ms)))
             elif error == ErrorCode.COORDINATOR_NOT_AVAILABLE:
                 # Kafka retries this append (the markers are written; only the record is missing).
                 self._out.markers.append(replace(job, partitions=frozenset(), attempt=job.attempt + 1))
@@ -358,6 +367,14 @@ class TxnShard:
 
     # Admin -------------------------------------------------------------------------------
 
+    # Introspection -----------------------------------------------------------------------
+
+    def open_transactions(self) -> tuple[int, int | None]:
+        """How many transactions are open (Ongoing or Prepare*, that is not yet Complete*) and
+        when the oldest of them started (None when none is open)."""
+        starts = [txn.start_ms for txn in self.txns.values() if txn.state in _OPEN]
+        return len(starts), (min(starts) if starts else None)
+
     def describe(self, transactional_id: str) -> Body:
         txn = self.txns.get(transactional_id)
         if txn is None or txn.state == S.DEAD:
@@ -390,6 +407,9 @@ class TxnShard:
             out.append({"transactional_id": txn.transactional_id, "producer_id": txn.producer_id,
                         "transaction_state": txn.state.label})
         return out
+
+
+_OPEN = frozenset({S.ONGOING, S.PREPARE_COMMIT, S.PREPARE_ABORT})
 
 
 def _init_error(code: ErrorCode) -> Body:
