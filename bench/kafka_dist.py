@@ -89,12 +89,19 @@ def libs_dir(version: str | None = None) -> Path:
     return cache_root() / f"kafka-{version or kafka_version()}" / "libs"
 
 
+# Jars whose absence means the cache predates the pom's current dependencies.
+def _required_jars(version: str) -> tuple[str, ...]:
+    return (f"kafka_2.13-{version}.jar", f"kafka-tools-{version}.jar", f"kafka-streams-{version}.jar")
+
+
 def is_installed(version: str | None = None) -> bool:
-    return (libs_dir(version) / _COMPLETE_MARKER).is_file()
+    version = version or kafka_version()
+    libs = libs_dir(version)
+    return (libs / _COMPLETE_MARKER).is_file() and all((libs / j).is_file() for j in _required_jars(version))
 
 
 @contextlib.contextmanager
-def _file_lock(path: Path) -> Iterator[None]:
+def file_lock(path: Path) -> Iterator[None]:
     # Several pytest workers (or a test run and a bench run) may install at the same time; an
     # exclusive lock makes the second one wait and then find the finished copy.
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -120,7 +127,7 @@ def install(version: str | None = None, *, quiet: bool = True, timeout: float = 
     mvn = shutil.which("mvn")
     if mvn is None:
         raise KafkaDistError("Maven ('mvn') is not on PATH; it is needed to fetch Kafka's jars")
-    with _file_lock(target.parent / ".install.lock"):
+    with file_lock(target.parent / ".install.lock"):
         if is_installed(version):
             return target
         staging = Path(tempfile.mkdtemp(prefix="libs-staging-", dir=target.parent))
@@ -140,9 +147,17 @@ def install(version: str | None = None, *, quiet: bool = True, timeout: float = 
                     f"{result.stdout[-4000:]}\n{result.stderr[-4000:]}"
                 )
             jars = {p.name for p in staging.glob("*.jar")}
-            for needed in (f"kafka_2.13-{version}.jar", f"kafka-tools-{version}.jar"):
+            for needed in _required_jars(version):
                 if needed not in jars:
                     raise KafkaDistError(f"{needed} missing after mvn copy-dependencies")
+            if (target / _COMPLETE_MARKER).is_file():
+                # A complete copy from before a dependency was added to the pom (kafka-streams):
+                # add the new jars beside the old ones rather than replace the directory under
+                # brokers and tools that may be running from it.
+                for jar in staging.glob("*.jar"):
+                    if not (target / jar.name).exists():
+                        jar.rename(target / jar.name)
+                return target
             (staging / _COMPLETE_MARKER).write_text(version + "\n")
             if target.exists():
                 shutil.rmtree(target)
