@@ -41,7 +41,8 @@ def _add_run_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--conf", type=parse_pair, action="append", default=[], metavar="KEY=VALUE",
                         help="a Spark setting (repeatable), e.g. spark.driver.memory=1g")
     parser.add_argument("--kafka-option", type=parse_pair, action="append", default=[], metavar="KEY=VALUE",
-                        help="a connector option (repeatable): kafka.<client setting> or e.g. failOnDataLoss=false")
+                        help="a connector option (repeatable): kafka.<client setting> or e.g. failOnDataLoss=false; "
+                             "readers use kafka.isolation.level=read_committed unless it is set")
     parser.add_argument("--log-level", default="WARN", help="Spark's log level (default: %(default)s)")
 
 

@@ -104,3 +104,16 @@ def kafka_options(bootstrap: str, extra: Mapping[str, str] | None = None) -> dic
     options = {"kafka.bootstrap.servers": bootstrap}
     options.update(extra or {})
     return options
+
+
+# What the pipelines' readers see of transactional topics: only committed transactions' records,
+# never those of aborted or still-open ones (the connector's own default is read_uncommitted).
+READ_ISOLATION_OPTION = "kafka.isolation.level"
+DEFAULT_READ_ISOLATION = "read_committed"
+
+
+def reader_options(bootstrap: str, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Options of the connector's source: :func:`kafka_options` reading with
+    ``kafka.isolation.level=read_committed`` unless ``extra`` sets another level
+    (``kafka.isolation.level=read_uncommitted`` also shows aborted and open transactions)."""
+    return {READ_ISOLATION_OPTION: DEFAULT_READ_ISOLATION, **kafka_options(bootstrap, extra)}

@@ -1,5 +1,6 @@
 """Acceptance 3: the batch pipeline writes exactly the records of the requested offset range (and,
-with times, of the range the broker's timestamp lookup gives) to Parquet, partitioned by date.
+with times, of the range the broker's timestamp lookup gives) to Parquet, partitioned by date; of
+a transactional topic, only the committed transactions' records (read_committed, issue #16).
 
 The records straddle midnight UTC, so the export has two date partitions; the expected rows come
 from reading the topic with librdkafka, the actual ones from the Parquet files with pyarrow.
@@ -12,8 +13,10 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from confluent_kafka import Producer
 from support.brokers import BrokerProcess
 from support.spark_run import Record, create_topic, produce, read_topic, riverlog_spark, run
+from support.txn_checks import READ_COMMITTED, read_all, wait_stable
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
 
@@ -79,3 +82,28 @@ def test_time_range_to_parquet(spark_broker: BrokerProcess, source: list[Record]
     wanted = [r for r in source if start <= r.timestamp < end]
     assert len(wanted) == 200
     assert parquet_rows(out) == expected_rows(wanted)
+
+
+def test_aborted_transaction_is_not_exported(spark_broker: BrokerProcess, tmp_path: Path) -> None:
+    """The pipelines read with kafka.isolation.level=read_committed: an aborted transaction's
+    records are not exported, those of the committed transactions around it are."""
+    topic = "batch-txn"
+    create_topic(spark_broker.bootstrap, topic, 1)
+    producer = Producer({"bootstrap.servers": spark_broker.bootstrap, "transactional.id": "batch-txn",
+                         "linger.ms": 5, "log_level": 3})
+    producer.init_transactions(60)
+    for outcome, values in (("commit", ["c0", "c1", "c2"]), ("abort", ["a0", "a1"]), ("commit", ["c3"])):
+        producer.begin_transaction()
+        for v in values:
+            producer.produce(topic, value=v.encode(), key=v.encode(), partition=0, timestamp=START_MS)
+        assert producer.flush(60) == 0
+        (producer.commit_transaction if outcome == "commit" else producer.abort_transaction)(60)
+    wait_stable(spark_broker.bootstrap, {topic: 1})
+    committed = read_all(spark_broker.bootstrap, {topic: 1}, READ_COMMITTED)
+    assert committed.values() == ["c0", "c1", "c2", "c3"]
+
+    out = tmp_path / "txn"
+    run(riverlog_spark("run", "batch", "--bootstrap", spark_broker.bootstrap, "--topic", topic,
+                       "--output", str(out)), tmp_path / "txn.log", cwd=tmp_path)
+    rows = sorted((row["offset"], row["value"]) for row in pq.read_table(out).to_pylist())
+    assert rows == [(r.offset, r.value) for r in committed.records]

@@ -111,6 +111,11 @@ def test_session_conf_layers() -> None:
     assert session.kafka_options("h:1", {"failOnDataLoss": "false"}) == {
         "kafka.bootstrap.servers": "h:1", "failOnDataLoss": "false",
     }
+    # Readers see only committed transactions unless told otherwise.
+    assert session.reader_options("h:1")["kafka.isolation.level"] == "read_committed"
+    assert session.reader_options("h:1", {"kafka.isolation.level": "read_uncommitted"}) == {
+        "kafka.bootstrap.servers": "h:1", "kafka.isolation.level": "read_uncommitted",
+    }
 
 
 def test_generated_events_are_reproducible_and_well_formed() -> None:

@@ -15,6 +15,9 @@ from .admin import (
     GroupDescription,
     GroupListing,
     GroupMember,
+    ProducerState,
+    TransactionDescription,
+    TransactionListing,
 )
 from .cluster import BrokerInfo, Cluster, PartitionInfo, TopicInfo
 from .connection import BrokerConnection
@@ -56,9 +59,12 @@ __all__ = [
     "OffsetInfo",
     "PartitionInfo",
     "Producer",
+    "ProducerState",
     "RecordMetadata",
     "RequestTimeoutError",
     "TopicInfo",
+    "TransactionDescription",
+    "TransactionListing",
     "UnsupportedApiError",
     "murmur2",
 ]

@@ -1,4 +1,5 @@
-"""An async admin client: topics, partitions, configs, offsets, consumer groups and the cluster.
+"""An async admin client: topics, partitions, configs, offsets, consumer groups, transactions
+and the cluster.
 
 Usable from the CLI and from the Kubernetes operator alike, so it never prints, never exits and
 returns plain dataclasses. Every broker-reported failure is raised as a
@@ -25,7 +26,7 @@ from .consumer_protocol import PROTOCOL_TYPE as CONSUMER_PROTOCOL_TYPE
 from .consumer_protocol import decode_assignment
 from .errors import BrokerError, BrokerUnreachableError, ConnectionClosedError, check_error
 from .offsets import LATEST, OffsetInfo, list_offsets
-from .retry import with_retries
+from .retry import Final, with_retries
 
 T = TypeVar("T")
 
@@ -171,6 +172,47 @@ class QuorumDescription:
     high_watermark: int
     voters: tuple[QuorumReplica, ...]
     observers: tuple[QuorumReplica, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionListing:
+    """One transactional id in a ListTransactions answer, with the broker coordinating it."""
+
+    transactional_id: str
+    producer_id: int
+    state: str  # Kafka's names: Empty, Ongoing, PrepareCommit, CompleteAbort, ...
+    coordinator: int
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionDescription:
+    """A DescribeTransactions answer: the coordinator's view of one transactional id."""
+
+    transactional_id: str
+    state: str
+    timeout_ms: int
+    start_time_ms: int  # -1 when no transaction is open
+    producer_id: int
+    producer_epoch: int
+    partitions: tuple[TopicPartition, ...]
+    coordinator: BrokerInfo
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerState:
+    """An active producer of a partition, as its leader knows it (DescribeProducers)."""
+
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp: int
+    coordinator_epoch: int  # of the last marker written for it, -1 if none
+    current_txn_start_offset: int  # first offset of its open transaction, -1 if none
+
+
+# Key types of FindCoordinator.
+GROUP_KEY_TYPE = 0
+TRANSACTION_KEY_TYPE = 1
 
 
 class AdminClient:
@@ -516,28 +558,42 @@ class AdminClient:
         Raises BrokerError with COORDINATOR_NOT_AVAILABLE while the cluster has none yet (the
         first lookup makes a broker create ``__consumer_offsets``); callers retry that.
         """
+        return await self._find_coordinator(GROUP_KEY_TYPE, group_id, f"group '{group_id}'")
+
+    async def find_transaction_coordinator(self, transactional_id: str) -> BrokerInfo:
+        """The broker coordinating ``transactional_id`` (FindCoordinator key type 1)."""
+        return await self._find_coordinator(TRANSACTION_KEY_TYPE, transactional_id,
+                                            f"transactional id '{transactional_id}'")
+
+    async def _find_coordinator(self, key_type: int, key: str, what: str) -> BrokerInfo:
         conn = await self.cluster.any_connection()
         version = conn.version_for(ApiKey.FIND_COORDINATOR)
+        operation = f"find the coordinator of {what}"
         if version >= 4:
             response = await conn.request(
-                ApiKey.FIND_COORDINATOR, {"key_type": 0, "coordinator_keys": [group_id]}, version
+                ApiKey.FIND_COORDINATOR, {"key_type": key_type, "coordinator_keys": [key]}, version
             )
-            entry = _single(response["coordinators"], "key", group_id, f"find the coordinator of group '{group_id}'")
+            entry = _single(response["coordinators"], "key", key, operation)
         else:
-            entry = await conn.request(ApiKey.FIND_COORDINATOR, {"key": group_id, "key_type": 0}, version)
-        check_error(entry["error_code"], f"find the coordinator of group '{group_id}'", entry.get("error_message"))
+            entry = await conn.request(ApiKey.FIND_COORDINATOR, {"key": key, "key_type": key_type}, version)
+        check_error(entry["error_code"], operation, entry.get("error_message"))
         return BrokerInfo(entry["node_id"], entry["host"], entry["port"])
 
     async def _coordinator_call(
-        self, group_id: str, call: Callable[[BrokerConnection, BrokerInfo], Awaitable[T]]
+        self, group_id: str, call: Callable[[BrokerConnection, BrokerInfo], Awaitable[T]],
+        *, key_type: int = GROUP_KEY_TYPE,
     ) -> T:
-        """Run ``call`` against the group's coordinator; when the answer says the coordinator
-        moved or is loading, find it again and retry until the operation timeout."""
+        """Run ``call`` against the coordinator of a group (or, with key type 1, of a
+        transactional id); when the answer says the coordinator moved or is loading, find it
+        again and retry until the operation timeout."""
         deadline = time.monotonic() + self.operation_timeout
         backoff = 0.05
         while True:
             try:
-                coordinator = await self.find_group_coordinator(group_id)
+                if key_type == TRANSACTION_KEY_TYPE:
+                    coordinator = await self.find_transaction_coordinator(group_id)
+                else:
+                    coordinator = await self.find_group_coordinator(group_id)
                 conn = await self.cluster.connection_to(coordinator.node_id)
                 return await call(conn, coordinator)
             except BrokerError as exc:
@@ -699,6 +755,134 @@ class AdminClient:
         return out
 
 
+    # --- transactions ---------------------------------------------------------------------------
+
+    async def list_transactions(
+        self,
+        states: Sequence[str] | None = None,
+        producer_ids: Sequence[int] | None = None,
+        duration_ms: int | None = None,
+        transactional_id_pattern: str | None = None,
+    ) -> list[TransactionListing]:
+        """Every transactional id of the cluster, sorted by id: each broker lists the ids it
+        coordinates, so every broker is asked (ListTransactions). ``states`` (Kafka's names),
+        ``producer_ids``, ``duration_ms`` (only transactions running longer than that;
+        ListTransactions v1) and ``transactional_id_pattern`` (a Java regular expression the
+        whole id matches; v2) filter on the brokers."""
+        metadata = await self.cluster.refresh_metadata([])
+        found: dict[str, TransactionListing] = {}
+        body = {
+            "state_filters": list(states or ()),
+            "producer_id_filters": list(producer_ids or ()),
+            "duration_filter": -1 if duration_ms is None else duration_ms,
+            "transactional_id_pattern": transactional_id_pattern,
+        }
+        for node_id in sorted(metadata.brokers):
+            operation = f"list transactions on broker {node_id}"
+            deadline = time.monotonic() + self.operation_timeout
+            while True:
+                conn = await self.cluster.connection_to(node_id)
+                version = conn.version_for(ApiKey.LIST_TRANSACTIONS)
+                if duration_ms is not None and version < 1:
+                    raise BrokerError(ErrorCode.UNSUPPORTED_VERSION, operation,
+                                      "the broker does not filter transactions by duration (ListTransactions v1)")
+                if transactional_id_pattern is not None and version < 2:
+                    raise BrokerError(ErrorCode.UNSUPPORTED_VERSION, operation,
+                                      "the broker does not filter transactional ids by pattern (ListTransactions v2)")
+                response = await conn.request(ApiKey.LIST_TRANSACTIONS, body, version)
+                code = response["error_code"]
+                if code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS and time.monotonic() < deadline:
+                    await asyncio.sleep(0.2)  # the broker is loading __transaction_state: ask again
+                    continue
+                check_error(code, operation)
+                break
+            for t in response["transaction_states"]:
+                found[t["transactional_id"]] = TransactionListing(
+                    t["transactional_id"], t["producer_id"], t["transaction_state"], node_id)
+        return [found[k] for k in sorted(found)]
+
+    async def describe_transaction(self, transactional_id: str) -> TransactionDescription:
+        """The coordinator's state of a transactional id (FindCoordinator key type 1, then
+        DescribeTransactions); an unknown id raises BrokerError TRANSACTIONAL_ID_NOT_FOUND."""
+        operation = f"describe transactional id '{transactional_id}'"
+
+        async def call(conn: BrokerConnection, coordinator: BrokerInfo) -> TransactionDescription:
+            response = await conn.request(ApiKey.DESCRIBE_TRANSACTIONS, {"transactional_ids": [transactional_id]})
+            t = _single(response["transaction_states"], "transactional_id", transactional_id, operation)
+            code = t["error_code"]
+            message = None
+            if code == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND:
+                message = f"transactional id '{transactional_id}' is not known to its coordinator"
+            check_error(code, operation, message)
+            partitions = tuple(sorted((topic["topic"], p) for topic in t["topics"] for p in topic["partitions"]))
+            return TransactionDescription(
+                transactional_id, t["transaction_state"], t["transaction_timeout_ms"],
+                t["transaction_start_time_ms"], t["producer_id"], t["producer_epoch"], partitions, coordinator)
+
+        return await self._coordinator_call(transactional_id, call, key_type=TRANSACTION_KEY_TYPE)
+
+    async def describe_producers(self, topic: str, partition: int) -> list[ProducerState]:
+        """The active producers of a partition, asked of its leader (DescribeProducers),
+        sorted by producer id."""
+        operation = f"describe the producers of {topic} partition {partition}"
+
+        async def attempt() -> list[ProducerState]:
+            conn = await self._partition_leader(topic, partition, operation)
+            response = await conn.request(ApiKey.DESCRIBE_PRODUCERS, {
+                "topics": [{"name": topic, "partition_indexes": [partition]}]})
+            t = _single(response["topics"], "name", topic, operation)
+            p = _single_partition(t["partitions"], partition, operation)
+            check_error(p["error_code"], operation, p.get("error_message"))
+            return sorted((ProducerState(s["producer_id"], s["producer_epoch"], s["last_sequence"],
+                                         s["last_timestamp"], s["coordinator_epoch"], s["current_txn_start_offset"])
+                           for s in p["active_producers"]), key=lambda s: s.producer_id)
+
+        return await self._with_retries(attempt)
+
+    async def abort_transaction(
+        self, topic: str, partition: int, producer_id: int, producer_epoch: int, coordinator_epoch: int
+    ) -> None:
+        """Write an abort marker for ``producer_id``'s transaction on one partition, as Kafka's
+        ``Admin.abortTransaction`` does: WriteTxnMarkers sent to the partition's leader, for a
+        hanging transaction its coordinator will never end. A coordinator epoch below 0 (the
+        producer never had a marker) is sent as 0, as Kafka's tool does."""
+        operation = f"abort the transaction of producer {producer_id} on {topic} partition {partition}"
+        body = {"markers": [{
+            "producer_id": producer_id,
+            "producer_epoch": producer_epoch,
+            "transaction_result": False,
+            "topics": [{"name": topic, "partition_indexes": [partition]}],
+            "coordinator_epoch": max(coordinator_epoch, 0),
+            "transaction_version": 0,
+        }]}
+
+        async def attempt() -> None:
+            conn = await self._partition_leader(topic, partition, operation)
+            response = await conn.request(ApiKey.WRITE_TXN_MARKERS, body)
+            marker = _single(response["markers"], "producer_id", producer_id, operation)
+            t = _single(marker["topics"], "name", topic, operation)
+            p = _single_partition(t["partitions"], partition, operation)
+            check_error(p["error_code"], operation)
+
+        await self._with_retries(attempt)
+
+    async def _partition_leader(self, topic: str, partition: int, operation: str) -> BrokerConnection:
+        """A connection to the partition's leader; a topic or partition that does not exist is
+        final (not retried)."""
+        try:
+            info = await self.cluster.topic(topic, refresh=True)
+        except BrokerError as exc:
+            if exc.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                raise Final(BrokerError(exc.code, operation, f"topic '{topic}' does not exist")) from None
+            raise
+        part = info.partition(partition)
+        if part is None:
+            raise Final(BrokerError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, operation,
+                                    f"topic '{topic}' has no partition {partition} (it has {len(info.partitions)})"))
+        if part.leader < 0:
+            raise BrokerError(ErrorCode.LEADER_NOT_AVAILABLE, operation, f"partition {partition} has no leader")
+        return await self.cluster.connection_to(part.leader)
+
 def _member_assignment(protocol_type: str, data: bytes) -> tuple[TopicPartition, ...] | None:
     if protocol_type != CONSUMER_PROTOCOL_TYPE:
         return None
@@ -708,7 +892,15 @@ def _member_assignment(protocol_type: str, data: bytes) -> tuple[TopicPartition,
         return None
 
 
-def _single(results: list[dict[str, Any]], key: str, name: str, operation: str) -> dict[str, Any]:
+def _single_partition(results: list[dict[str, Any]], partition: int, operation: str) -> dict[str, Any]:
+    for r in results:
+        if r.get("partition_index") == partition:
+            return r
+    raise BrokerError(ErrorCode.UNKNOWN_SERVER_ERROR, operation,
+                      f"the response has no result for partition {partition}")
+
+
+def _single(results: list[dict[str, Any]], key: str, name: str | int, operation: str) -> dict[str, Any]:
     """The result entry for ``name``; a broker leaving it out is itself an error."""
     for r in results:
         if r.get(key) == name:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from ..session import kafka_options
+from ..session import reader_options
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -108,7 +108,7 @@ def to_rows(raw: DataFrame) -> DataFrame:
 
 
 def run(spark: SparkSession, args: argparse.Namespace) -> int:
-    options = {**kafka_options(args.bootstrap, args.kafka_extra), **source_options(args)}
+    options = {**reader_options(args.bootstrap, args.kafka_extra), **source_options(args)}
     raw = spark.read.format("kafka").options(**options).load()
     mode = "errorifexists" if args.mode == "error" else args.mode
     to_rows(raw).write.mode(mode).partitionBy("date").parquet(args.output)

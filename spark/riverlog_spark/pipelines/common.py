@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..session import kafka_options
+from ..session import reader_options
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -75,7 +75,7 @@ def add_streaming_arguments(parser: argparse.ArgumentParser, *, default_checkpoi
 
 def read_stream(spark: SparkSession, bootstrap: str, topic: str, args: argparse.Namespace,
                 extra: dict[str, str]) -> DataFrame:
-    reader = spark.readStream.format("kafka").options(**kafka_options(bootstrap, extra))
+    reader = spark.readStream.format("kafka").options(**reader_options(bootstrap, extra))
     reader = reader.option("subscribe", topic).option("startingOffsets", args.starting_offsets)
     if args.max_offsets_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", str(args.max_offsets_per_trigger))

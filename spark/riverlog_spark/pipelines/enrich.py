@@ -20,7 +20,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 from ..schemas import USER_FIELDS, user_schema
-from ..session import kafka_options
+from ..session import kafka_options, reader_options
 from .common import add_streaming_arguments, apply_trigger, await_query, read_stream
 from .etl import parse_events
 
@@ -74,7 +74,7 @@ def enrich(events: DataFrame, reference: DataFrame) -> DataFrame:
 
 
 def run(spark: SparkSession, args: argparse.Namespace) -> int:
-    options = kafka_options(args.bootstrap, args.kafka_extra)
+    options = reader_options(args.bootstrap, args.kafka_extra)
     reference_raw = (spark.read.format("kafka").options(**options)
                      .option("subscribe", args.reference_topic)
                      .option("startingOffsets", "earliest").option("endingOffsets", "latest")
@@ -84,7 +84,7 @@ def run(spark: SparkSession, args: argparse.Namespace) -> int:
     writer = (enrich(events.drop("event_time"), reference).writeStream
               .queryName("riverlog-enrich")
               .format("kafka")
-              .options(**options)
+              .options(**kafka_options(args.bootstrap, args.kafka_extra))
               .option("topic", args.output_topic)
               .option("checkpointLocation", args.checkpoint)
               .outputMode("append"))
