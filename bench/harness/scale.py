@@ -1,4 +1,4 @@
-"""Workload sizes: ``full`` is the benchmark of issues #8 and #15, ``smoke`` a tiny run that only
+"""Workload sizes: ``full`` is the benchmark of issues #8, #15 and #16 (W12), ``smoke`` a tiny run that only
 proves the harness works end to end (its numbers mean nothing)."""
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ class Scale:
     w10_bytes: int
     w11_partitions: int  # 3 brokers, RF=3: follower fetching of this many partitions
     w11_records: int
+    w12_transactions: int  # timed transactions of one transactional producer (after a warm-up)
+    w12_records_per_txn: int  # records of w12's record_bytes in each transaction
     # The OMB-style workloads (O16x1, O16x4, O100x1, O100x4): a fixed-rate phase, then a search
     # for the maximum sustained rate in steps of increasing offered rate.
     omb_rate_mb: float  # MB/s offered by all producers together in the fixed-rate phase
@@ -54,6 +56,7 @@ FULL = Scale(
     w9_partitions=100, w9_bytes=10**9,
     w10_partitions=1000, w10_bytes=10**9,
     w11_partitions=1000, w11_records=200_000,
+    w12_transactions=3_000, w12_records_per_txn=100,
     omb_rate_mb=10.0, omb_seconds=20.0, omb_step_s=5.0,
     omb_search_start_mb=20.0, omb_search_factor=1.5, omb_search_steps=8, omb_latency_limit_ms=1000.0,
 )
@@ -71,6 +74,7 @@ SMOKE = Scale(
     # create, fill and read 1,000 partitions even with a few records each.
     w10_partitions=200, w10_bytes=2 * 10**6,
     w11_partitions=200, w11_records=2_000,
+    w12_transactions=20, w12_records_per_txn=100,
     omb_rate_mb=1.0, omb_seconds=1.0, omb_step_s=0.5,
     omb_search_start_mb=1.0, omb_search_factor=2.0, omb_search_steps=2, omb_latency_limit_ms=1000.0,
 )

@@ -1,4 +1,5 @@
-"""W1–W8 of issue #8, W9–W11 and the OMB-style O16x1, O16x4, O100x1, O100x4 of issue #15. Each
+"""W1–W8 of issue #8, W9–W11 and the OMB-style O16x1, O16x4, O100x1, O100x4 of issue #15, W12 of
+issue #16 (transactions). Each
 workload runs one measurement against one system and returns its values; the runner alternates
 systems and repeats rounds. A workload may prepare state once per system (W7's 10 GB log) that
 its rounds then reuse.
@@ -16,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness import clients, latency, omb, perftools, resources, systems
+from harness import clients, latency, omb, perftools, resources, systems, txn
 from harness.metrics import AT_LEAST_KAFKA, HALF_KAFKA_CPU, Goal, Metric, perf_cpu_metric, resource_metrics
 from harness.scale import Scale
 
@@ -289,6 +290,49 @@ class W11(Workload):
                 **meter.values(n * size)}
 
 
+class W12(Workload):
+    """Transactional producer (issue #16): one confluent-kafka producer with a transactional.id, in
+    a process of its own, commits transactions of 100 records of 1 KiB, each spanning all 8
+    partitions, one after another (begin -> 100 sends -> commit, waiting for the commit). The
+    transaction path - AddPartitionsToTxn, EndTxn, the coordinator's log writes and the markers
+    to 8 partitions - is paid once per 100 records, so it weighs on records/s as much as the
+    produce path does. Not Kafka's ProducerPerformance: its transactions end after a duration
+    (--transaction-duration-ms), not a number of records. Both systems get the same
+    ``__transaction_state`` settings (replication 1, 3 partitions: one broker)."""
+
+    TXN_STATE = {"transaction.state.log.replication.factor": "1", "transaction.state.log.min.isr": "1",
+                 "transaction.state.log.num.partitions": "3"}
+
+    def __init__(self) -> None:
+        super().__init__("W12", "transactional producer, 100 x 1 KiB per transaction over 8 partitions, 1 broker", [
+            Metric("records_s", "records/s (librdkafka, transactional)", "records/s", True, AT_LEAST_KAFKA),
+            Metric("commits_s", "committed transactions/s", "txn/s", True, AT_LEAST_KAFKA),
+            Metric("mb_s", "MB/s (librdkafka, transactional)", "MB/s", True),
+            Metric("commit_p50_ms", "commit_transaction p50", "ms", False, panel="commit latency"),
+            Metric("commit_p99_ms", "commit_transaction p99", "ms", False, panel="commit latency"),
+            *resource_metrics(),
+        ])
+
+    def run(self, system: str, workdir: Path, scale: Scale, state: Any) -> Values:
+        size = scale.record_bytes
+        with systems.single_broker(system, workdir, self.TXN_STATE) as broker:
+            clients.create_topics(broker.bootstrap, {TOPIC: PARTITIONS})
+            load = txn.Load(broker.bootstrap, TOPIC, PARTITIONS, scale.w12_transactions, scale.w12_records_per_txn,
+                            size, f"bench-{system}")
+            # The producer's start (InitProducerId, which creates __transaction_state) and its
+            # warm-up transactions are outside the measured phase.
+            with txn.TransactionalProducer(load) as producer, _meter(broker) as meter:
+                result = producer.run()
+        commit_ms = sorted(result.commit_ms)
+
+        def pct(q: float) -> float:
+            return commit_ms[min(len(commit_ms) - 1, int(q * len(commit_ms)))]
+
+        return {"records_s": result.records / result.seconds, "commits_s": result.commits / result.seconds,
+                "mb_s": _mb(result.records, size, result.seconds), "commit_p50_ms": pct(0.5),
+                "commit_p99_ms": pct(0.99), **meter.values(result.records * size)}
+
+
 class Omb(Workload):
     """OpenMessaging-Benchmark style (issue #15): one topic of ``partitions`` on one broker, 1 KiB
     records, ``count`` producer and ``count`` consumer processes (acks=all, linger 1 ms). A
@@ -336,5 +380,5 @@ W10 = CatchUp("W10", f"{CATCH_UP}, many partitions (1,000 at full scale)", lambd
 OMB = [Omb(16, 1), Omb(16, 4), Omb(100, 1), Omb(100, 4)]
 
 WORKLOADS: dict[str, Workload] = {
-    w.key: w for w in (W1(), W2(), W3, W4(), W5(), W6(), W7(), W8(), W9, W10, W11(), *OMB)
+    w.key: w for w in (W1(), W2(), W3, W4(), W5(), W6(), W7(), W8(), W9, W10, W11(), W12(), *OMB)
 }

@@ -1,4 +1,4 @@
-"""The benchmark harness (bench/run.py) end to end at smoke scale: every workload (W1–W11 and the
+"""The benchmark harness (bench/run.py) end to end at smoke scale: every workload (W1–W12 and the
 OMB-style O16x1, O16x4, O100x1, O100x4) against Riverlog and Apache Kafka, one round of tiny
 sizes. It checks that the harness works (JSON with every run, ratios, table, plot, the brokers'
 CPU and memory reported by every workload), never how fast anything was: speed lives in
@@ -18,7 +18,7 @@ from support.brokers import REPO_ROOT
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(900)]
 
-WORKLOADS = [f"W{n}" for n in range(1, 12)] + ["O16x1", "O16x4", "O100x1", "O100x4"]
+WORKLOADS = [f"W{n}" for n in range(1, 13)] + ["O16x1", "O16x4", "O100x1", "O100x4"]
 SYSTEMS = ["riverlog", "kafka"]
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 RSS = {"rss_peak_mib", "rss_median_mib"}
@@ -69,6 +69,13 @@ def test_smoke_run_of_every_workload_against_both_systems(tmp_path: Path) -> Non
     for workload in ("W9", "W10"):
         assert goals[(workload, "records_s")] == goals[(workload, "perf_records_s")] == ">= 1x"
         assert goals[(workload, "cpu_s_per_gb")] == goals[(workload, "perf_cpu_s_per_gb")] == "<= 0.5x"
+    # Issue #16's transactional producer: records/s and commits/s, each at least Kafka's; every
+    # timed transaction committed its records (a transaction's worth of records per commit).
+    assert goals[("W12", "records_s")] == goals[("W12", "commits_s")] == ">= 1x"
+    for run in (r for r in document["runs"] if r["workload"] == "W12"):
+        values = run["values"]
+        assert values["commits_s"] > 0 and values["commit_p99_ms"] >= values["commit_p50_ms"] > 0, run
+        assert values["records_s"] == pytest.approx(100 * values["commits_s"]), run
 
     # Ratios are Riverlog's median over Kafka's, for every metric Kafka measured above zero.
     for row in document["summary"]:

@@ -17,13 +17,12 @@ the failure message, and printed with -s.
 from __future__ import annotations
 
 import os
-import random
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable
 
 import pytest
 from riverlog.protocol.record_batch import Record
+from support import fault_schedule
 from support.cluster_workload import (
     CommittedOffsetMonitor,
     GroupMember,
@@ -35,6 +34,7 @@ from support.cluster_workload import (
     format_problems,
     merge_acked,
 )
+from support.fault_schedule import Fault, schedule, seeded_timeline
 from support.process_cluster import ProcessCluster
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(600)]
@@ -42,85 +42,18 @@ pytestmark = [pytest.mark.cluster, pytest.mark.timeout(600)]
 TOPIC = "chaos"
 PARTITIONS = 4
 GROUP = "chaos-readers"
-SEED_ENV = "RIVERLOG_FAULT_SEED"
 # At least a minute of faults; RIVERLOG_FAULT_SECONDS can make the run longer, never shorter.
 FAULT_SECONDS = max(60.0, float(os.environ.get("RIVERLOG_FAULT_SECONDS", "60")))
-KINDS = ("kill", "pause", "isolate")
-HEALTHY_TIMEOUT = 120.0
-
-
-@dataclass(frozen=True)
-class Fault:
-    kind: str
-    node: int
-    duration: float  # how long the node stays down, frozen or cut off
-    gap: float  # healthy time after recovery, before the next fault
-
-    def __str__(self) -> str:
-        return f"{self.kind} node {self.node} for {self.duration:.1f}s, then {self.gap:.1f}s healthy"
-
-
-def schedule(seed: int) -> Iterator[Fault]:
-    """The same seed always gives the same faults (the timing around them varies). Faults come
-    in rounds holding each kind once, in random order, so every run has every kind."""
-    rng = random.Random(seed)
-    while True:
-        for kind in rng.sample(KINDS, len(KINDS)):
-            yield Fault(kind, rng.randint(1, 3), round(rng.uniform(2.0, 7.0), 1), round(rng.uniform(1.0, 4.0), 1))
-
-
-class Timeline:
-    def __init__(self) -> None:
-        self.start = time.monotonic()
-        self.lines: list[str] = []
-
-    def log(self, text: str) -> None:
-        line = f"+{time.monotonic() - self.start:6.1f}s {text}"
-        self.lines.append(line)
-        print(line, flush=True)
-
-    def __str__(self) -> str:
-        return "\n".join(self.lines)
-
-
-def inject(cluster: ProcessCluster, fault: Fault, timeline: Timeline) -> None:
-    node = cluster.node(fault.node)
-    timeline.log(f"fault: {fault}")
-    if fault.kind == "kill":
-        node.kill()
-        time.sleep(fault.duration)
-        node.start(wait=False)
-    elif fault.kind == "pause":
-        node.pause()
-        time.sleep(fault.duration)
-        node.resume()
-    else:
-        cluster.isolate(fault.node)
-        time.sleep(fault.duration)
-        cluster.heal(fault.node)
-    timeline.log(f"undone ({fault.kind} node {fault.node}); waiting for the cluster to be healthy")
-    recovering = time.monotonic()
-    if fault.kind == "kill":
-        # Until the controller fences it, metadata still lists the dead node as live and in
-        # sync: wait for the new process itself to serve and register first.
-        node.wait_ready(HEALTHY_TIMEOUT)
-    wait_healthy(cluster)
-    timeline.log(f"healthy again after {time.monotonic() - recovering:.1f}s")
 
 
 def wait_healthy(cluster: ProcessCluster) -> None:
-    cluster.wait_until(
-        lambda: cluster.healthy([TOPIC, "__consumer_offsets"]),
-        timeout=HEALTHY_TIMEOUT, what="all brokers live and every ISR complete")
+    fault_schedule.wait_healthy(cluster, [TOPIC, "__consumer_offsets"])
 
 
 def test_seeded_faults_lose_no_acknowledged_record_and_no_commit(
     process_cluster_factory: Callable[..., ProcessCluster], record_property: Callable[[str, object], None]
 ) -> None:
-    seed = int(os.environ.get(SEED_ENV) or random.SystemRandom().randrange(1 << 31))
-    record_property("fault_seed", seed)
-    timeline = Timeline()
-    timeline.log(f"seed {seed} ({SEED_ENV}={seed} replays this schedule)")
+    seed, timeline = seeded_timeline(record_property)
     cluster = process_cluster_factory(3)
     create_topic(cluster, TOPIC, partitions=PARTITIONS, replication=3, config={"min.insync.replicas": "2"})
     members = [GroupMember(cluster.bootstrap, GROUP, TOPIC, f"c{i}").start() for i in (1, 2)]
@@ -138,20 +71,13 @@ def test_seeded_faults_lose_no_acknowledged_record_and_no_commit(
             if time.monotonic() - faults_started >= FAULT_SECONDS:
                 break
             executed.append(fault)
-            inject(cluster, fault, timeline)
+            fault_schedule.inject(cluster, fault, timeline, healthy_topics=[TOPIC, "__consumer_offsets"])
             time.sleep(fault.gap)
         timeline.log(f"faults over: {len(executed)} in {time.monotonic() - faults_started:.0f}s")
     except Exception as exc:
         raise AssertionError(f"the fault phase failed (seed {seed}); timeline:\n{timeline}") from exc
     finally:
-        # Whatever happened, give the checks a whole cluster: every node running, thawed, connected.
-        for node in cluster.nodes:
-            if node.paused:
-                node.resume()
-            if node.node_id in cluster.isolated:
-                cluster.heal(node.node_id)
-            if not node.running:
-                node.start(wait=False)
+        fault_schedule.restore(cluster)
         for producer in producers:
             remaining = producer.stop(flush_timeout=120)
             if remaining:
