@@ -1,4 +1,6 @@
-"""Acceptance 4 and 5 of issue #16: zombie fencing and the coordinator's timeout abort.
+"""Acceptance 4 and 5 of issue #16: zombie fencing and the coordinator's timeout abort; and which
+transaction protocol the Java client speaks (transaction version 2 bumps the epoch at every
+transaction end, KIP-890 part 2).
 
 4. A second producer with the same ``transactional.id`` fences the first: its open transaction
    is aborted when the second one initialises, and its later attempt to commit fails with
@@ -156,3 +158,28 @@ def test_silent_transaction_is_aborted_after_its_timeout(
         assert failed_with(answer, FENCED), answer
     wait_stable(bootstrap, topics)
     assert read_all(bootstrap, topics, READ_COMMITTED).values() == ["active-0"]
+
+
+def test_transaction_version_2_bumps_the_epoch_at_every_end(
+    txn_broker: tuple[BrokerProcess, int], bootstrap: str, client: JavaSession
+) -> None:
+    """Kafka's Java client speaks transaction version 2 when the broker finalized it (EndTxn v5,
+    partitions added by their leaders): each commit and abort bumps the producer epoch; with the
+    classic protocol the epoch stays. Either way the records end as they should."""
+    transaction_version = txn_broker[1]
+    topic = "fencing-epochs"
+    topics = {topic: 2}
+    create_topic(bootstrap, topic, 2)
+    client.call("producer", "bumper", "bumper-id")
+    client.call("init", "bumper")
+    first = client.call("describe_txn", "bumper-id")
+    for n, end in enumerate(("commit", "abort", "commit")):
+        client.call("begin", "bumper")
+        client.call("send", "bumper", topic, n % 2, "k", f"{end}-{n}")
+        client.call(end, "bumper")
+    last = client.call("describe_txn", "bumper-id")
+    assert last["producer_id"] == first["producer_id"]
+    assert last["producer_epoch"] - first["producer_epoch"] == (3 if transaction_version >= 2 else 0), (first, last)
+    assert last["state"] == "CompleteCommit"
+    wait_stable(bootstrap, topics)
+    assert sorted(read_all(bootstrap, topics, READ_COMMITTED).values()) == ["commit-0", "commit-2"]

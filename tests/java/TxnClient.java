@@ -15,6 +15,7 @@ import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.FeatureUpdate;
 import org.apache.kafka.clients.admin.FinalizedVersionRange;
+import org.apache.kafka.clients.admin.TransactionDescription;
 import org.apache.kafka.clients.admin.UpdateFeaturesOptions;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
@@ -49,6 +50,7 @@ import org.apache.kafka.common.serialization.StringSerializer;
  * transform NAME GROUP INPUT OUTPUT TOTAL ABORT_EVERY   consume-transform-produce (see below)
  * feature NAME                                      finalized level of a feature (0 if none)
  * set_feature NAME LEVEL                            upgrade or (safely) downgrade a feature
+ * describe_txn TRANSACTIONAL_ID                     the coordinator's state, producer id and epoch
  * </pre>
  */
 public final class TxnClient {
@@ -171,6 +173,14 @@ public final class TxnClient {
                         ? FeatureUpdate.UpgradeType.SAFE_DOWNGRADE : FeatureUpdate.UpgradeType.UPGRADE;
                     admin.updateFeatures(Map.of(w[1], new FeatureUpdate(level, type)), new UpdateFeaturesOptions())
                         .all().get();
+                }
+                return answer;
+            case "describe_txn":
+                try (Admin admin = admin()) {
+                    TransactionDescription d = admin.describeTransactions(List.of(w[1])).description(w[1]).get();
+                    answer.put("state", d.state().toString());
+                    answer.put("producer_id", d.producerId());
+                    answer.put("producer_epoch", d.producerEpoch());
                 }
                 return answer;
             default:

@@ -371,3 +371,106 @@ def test_transaction_found_prepared_on_loading_is_timed_from_its_prepare_record(
     assert loaded.shard.open_transactions() == (1, d.txn.start_ms)
     loaded.finish_markers()
     assert loaded.completed == [(False, loaded.now - prepared.value.last_update_ms)]
+
+
+# Transaction version 2 (KIP-890 part 2: EndTxn v5, partitions added by their leaders) ----------
+
+V2 = 2
+
+
+def end_v2(d: Driver, epoch: int, committed: bool, producer_id: int = 1000,
+           fresh: int | None = None) -> dict[str, object]:
+    return d.call("end_txn", TID, producer_id, epoch, committed, V2, fresh)
+
+
+def answer(code: ErrorCode, producer_id: int = -1, epoch: int = -1) -> dict[str, object]:
+    return {"error_code": code, "producer_id": producer_id, "producer_epoch": epoch}
+
+
+def test_v2_every_end_bumps_the_epoch_and_the_markers_carry_it() -> None:
+    d = Driver()
+    d.init()
+    assert d.call("add_partitions", TID, 1000, 0, [("a", 0), ("b", 1)], V2) == {"error_code": E.NONE}
+    assert d.txn.client_transaction_version == V2
+    assert end_v2(d, 0, True) == answer(E.NONE, 1000, 1)
+    prepared = d.written[-1].value
+    assert prepared is not None and (prepared.state, prepared.producer_epoch, prepared.last_producer_epoch) == (
+        S.PREPARE_COMMIT, 1, 0)
+    (job,) = d.jobs
+    assert (job.producer_id, job.producer_epoch, job.committed) == (1000, 1, True)
+    # The same commit again while markers are written: busy; the other end: refused.
+    assert end_v2(d, 0, True) == answer(E.CONCURRENT_TRANSACTIONS)
+    d.finish_markers()
+    assert (d.txn.state, d.txn.producer_epoch) == (S.COMPLETE_COMMIT, 1)
+    # A retry of the finished commit (its answer was lost) gets the same answer; an abort with
+    # the old epoch does not, and the old epoch is fenced for anything new.
+    assert end_v2(d, 0, True) == answer(E.NONE, 1000, 1)
+    assert end_v2(d, 0, False) == answer(E.INVALID_TXN_STATE)
+    assert d.call("add_partitions", TID, 1000, 0, [("a", 0)], V2) == {"error_code": E.PRODUCER_FENCED}
+    # The next transaction runs at the bumped epoch and bumps again.
+    assert d.call("add_partitions", TID, 1000, 1, [("a", 0)], V2) == {"error_code": E.NONE}
+    assert end_v2(d, 1, False) == answer(E.NONE, 1000, 2)
+    (job,) = d.jobs
+    assert (job.producer_epoch, job.committed, job.partitions) == (2, False, frozenset({("a", 0)}))
+
+
+def test_v2_retry_while_prepared_and_fenced_epochs() -> None:
+    d = Driver()
+    d.init()
+    d.call("add_partitions", TID, 1000, 0, [("t", 0)], V2)
+    assert end_v2(d, 0, False) == answer(E.NONE, 1000, 1)
+    # Markers under way: any end waits (busy comes first, as in Kafka).
+    assert end_v2(d, 0, True) == answer(E.CONCURRENT_TRANSACTIONS)
+    d.finish_markers()
+    assert end_v2(d, 0, False) == answer(E.NONE, 1000, 1)  # retry of the abort
+    assert end_v2(d, 5, False) == answer(E.PRODUCER_FENCED)
+    assert end_v2(d, 1, False, producer_id=999) == answer(E.INVALID_PRODUCER_ID_MAPPING)
+
+
+def test_v2_abort_without_a_transaction_bumps_and_writes_no_marker() -> None:
+    d = Driver()
+    d.init()
+    assert end_v2(d, 0, True) == answer(E.INVALID_TXN_STATE)  # nothing to commit
+    assert end_v2(d, 0, False) == answer(E.NONE, 1000, 1)
+    (job,) = d.jobs
+    assert job.partitions == frozenset()
+    d.finish_markers()
+    assert (d.txn.state, d.txn.producer_epoch) == (S.COMPLETE_ABORT, 1)
+    # From CompleteAbort, a new abort (not a retry: the current epoch) bumps again.
+    assert end_v2(d, 1, False) == answer(E.NONE, 1000, 2)
+    d.finish_markers()
+    assert (d.txn.state, d.txn.producer_epoch) == (S.COMPLETE_ABORT, 2)
+
+
+def test_v2_exhausted_epoch_moves_to_a_new_producer_id_at_the_end() -> None:
+    d = Driver()
+    d.init()
+    last = MAX_PRODUCER_EPOCH - 1
+    d.txn.producer_epoch = last
+    d.call("add_partitions", TID, 1000, last, [("t", 0)], V2)
+    with pytest.raises(NeedProducerId):
+        end_v2(d, last, True)
+    assert d.txn.state == S.ONGOING and not d.txn.pending_transition  # nothing changed
+    assert end_v2(d, last, True, fresh=2000) == answer(E.NONE, 2000, 0)
+    (job,) = d.jobs  # the markers still fence the old id, at the last epoch
+    assert (job.producer_id, job.producer_epoch) == (1000, MAX_PRODUCER_EPOCH)
+    d.finish_markers()
+    assert (d.txn.state, d.txn.producer_id, d.txn.producer_epoch, d.txn.prev_producer_id) == (
+        S.COMPLETE_COMMIT, 2000, 0, 1000)
+    # A retry with the old id and epoch is answered with the new ones.
+    assert end_v2(d, last, True) == answer(E.NONE, 2000, 0)
+    assert d.call("add_partitions", TID, 2000, 0, [("t", 0)], V2) == {"error_code": E.NONE}
+
+
+def test_v2_client_late_after_a_timeout_abort_goes_on_with_the_bumped_epoch() -> None:
+    d = Driver()
+    d.init(timeout=5000)
+    d.call("add_partitions", TID, 1000, 0, [("t", 0)], V2)
+    d.now = T0 + 5001
+    d.op("abort_timed_out")
+    (job,) = d.jobs
+    assert (job.producer_epoch, job.committed) == (1, False)
+    d.finish_markers()
+    # Version 1 would fence this client (PRODUCER_FENCED); version 2 answers its abort.
+    assert end_v2(d, 0, False) == answer(E.NONE, 1000, 1)
+    assert end_v2(d, 0, True) == answer(E.INVALID_TXN_STATE)

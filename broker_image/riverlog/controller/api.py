@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ..protocol.errors import ErrorCode
+from .features import FeatureOutcome, FeatureUpdate
 from .image import MetadataImage
 from .partition_ops import AlterPartitionOutcome, AlterPartitionRequest, ElectionOutcome
 from .reassignment import OngoingReassignment, ReassignmentItem, ReassignmentResult
@@ -123,4 +124,8 @@ class ControllerApi(Protocol):
         ...
 
     async def allocate_producer_id(self, broker_id: int) -> int:
+        ...
+
+    async def update_features(self, updates: Sequence[FeatureUpdate], *, validate_only: bool) -> list[FeatureOutcome]:
+        """UpdateFeatures: all updates applied, or none (see ``features``)."""
         ...

@@ -15,6 +15,7 @@ from .records import (
     BrokerRegistrationChangeRecord,
     ConfigRecord,
     Endpoint,
+    FeatureLevelRecord,
     MetadataOffsetRecord,
     PartitionChangeRecord,
     PartitionRecord,
@@ -83,6 +84,9 @@ class MetadataImage:
     topic_ids: Mapping[uuid.UUID, str] = field(default_factory=dict)
     configs: Mapping[tuple[int, str], Mapping[str, str]] = field(default_factory=dict)
     next_producer_id: int = 0
+    # Finalized feature levels (FeatureLevelRecord); a feature never set has its default (see
+    # ``controller/features.py``).
+    features: Mapping[str, int] = field(default_factory=dict)
 
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicImage | None:
         name = self.topic_ids.get(topic_id)
@@ -108,6 +112,7 @@ class MetadataImage:
         topic_ids = dict(self.topic_ids)
         configs = {k: dict(v) for k, v in self.configs.items()}
         next_pid = self.next_producer_id
+        features = dict(self.features)
         # Partition maps are copied only for topics a record touches.
         touched: dict[str, dict[int, PartitionImage]] = {}
         count = 0
@@ -176,6 +181,8 @@ class MetadataImage:
                     configs.pop((TOPIC_RESOURCE, name), None)
             elif isinstance(record, ProducerIdsRecord):
                 next_pid = max(next_pid, record.next_producer_id)
+            elif isinstance(record, FeatureLevelRecord):
+                features[record.name] = record.level
             elif isinstance(record, MetadataOffsetRecord):
                 base = record.offset - count
 
@@ -190,4 +197,5 @@ class MetadataImage:
             topic_ids=MappingProxyType(topic_ids),
             configs=MappingProxyType({k: MappingProxyType(v) for k, v in configs.items() if v}),
             next_producer_id=next_pid,
+            features=MappingProxyType(features),
         )

@@ -30,6 +30,7 @@ from pathlib import Path
 from ..protocol.errors import ErrorCode
 from . import leader_balance, partition_ops, reassignment
 from .api import HeartbeatResult, ImageListener, Unsubscribe
+from .features import FeatureOutcome, FeatureUpdate, update_features
 from .image import MetadataImage
 from .partition_ops import AlterPartitionOutcome, AlterPartitionRequest, ElectionOutcome
 from .reassignment import OngoingReassignment, ReassignmentItem, ReassignmentResult
@@ -338,6 +339,13 @@ class LocalController:
             if not outcome.error and not validate_only:
                 await self.commit(outcome.records)
             return outcome
+
+    async def update_features(self, updates: Sequence[FeatureUpdate], *, validate_only: bool) -> list[FeatureOutcome]:
+        async with self._lock:
+            outcomes, records = update_features(self.image, updates)
+            if records and not validate_only:
+                await self.commit(list(records))
+            return outcomes
 
     async def allocate_producer_id(self, broker_id: int) -> int:
         """Producer ids come from blocks recorded in the metadata log, so they never repeat."""

@@ -114,6 +114,15 @@ class ProducerIdsRecord:
 
 
 @dataclass(frozen=True)
+class FeatureLevelRecord:
+    """A feature finalized at ``level`` (Kafka's FeatureLevelRecord; level 0 removes it)."""
+
+    TYPE: ClassVar[str] = "feature_level"
+    name: str
+    level: int
+
+
+@dataclass(frozen=True)
 class MetadataOffsetRecord:
     """Only in snapshots, as their last record: this record stands at metadata offset ``offset``
     (the offset of the image the snapshot was taken from). Records applied after the snapshot
@@ -132,6 +141,7 @@ Record = (
     | ConfigRecord
     | RemoveTopicRecord
     | ProducerIdsRecord
+    | FeatureLevelRecord
     | MetadataOffsetRecord
 )
 
@@ -146,6 +156,7 @@ _TYPES: dict[str, Any] = {
         ConfigRecord,
         RemoveTopicRecord,
         ProducerIdsRecord,
+        FeatureLevelRecord,
         MetadataOffsetRecord,
     )
 }
@@ -178,6 +189,7 @@ __all__ = [
     "BrokerRegistrationChangeRecord",
     "ConfigRecord",
     "Endpoint",
+    "FeatureLevelRecord",
     "MetadataOffsetRecord",
     "PartitionChangeRecord",
     "PartitionRecord",

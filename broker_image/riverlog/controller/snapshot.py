@@ -22,6 +22,7 @@ from __future__ import annotations
 from .image import MetadataImage
 from .records import (
     ConfigRecord,
+    FeatureLevelRecord,
     MetadataOffsetRecord,
     PartitionRecord,
     ProducerIdsRecord,
@@ -53,6 +54,7 @@ def image_to_records(image: MetadataImage) -> list[Record]:
             records.append(ConfigRecord(resource_type, resource_name, name, value))
     if image.next_producer_id:
         records.append(ProducerIdsRecord(NO_BROKER, image.next_producer_id))
+    records.extend(FeatureLevelRecord(name, level) for name, level in sorted(image.features.items()))
     records.append(MetadataOffsetRecord(image.offset))
     return records
 

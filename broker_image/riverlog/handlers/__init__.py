@@ -12,6 +12,7 @@ from ..server.dispatch import Api, RequestContext
 from .api_versions import handle_api_versions
 from .cluster_info import handle_describe_cluster, handle_describe_log_dirs, handle_elect_leaders
 from .configs import handle_alter_configs, handle_describe_configs, handle_incremental_alter_configs
+from .features import handle_update_features
 from .fetch import handle_fetch
 from .group_offsets import handle_offset_commit, handle_offset_delete, handle_offset_fetch, handle_txn_offset_commit
 from .groups import (
@@ -105,6 +106,7 @@ HANDLERS: dict[ApiKey, BrokerHandler] = {
     ApiKey.DESCRIBE_TRANSACTIONS: handle_describe_transactions,
     ApiKey.LIST_TRANSACTIONS: handle_list_transactions,
     ApiKey.WRITE_TXN_MARKERS: handle_write_txn_markers,  # inter-broker: coordinator to partition leaders
+    ApiKey.UPDATE_FEATURES: handle_update_features,  # finalized features (transaction.version)
     # The metadata quorum (Fetch on __cluster_metadata goes through handle_fetch too).
     **QUORUM_HANDLERS,
 }

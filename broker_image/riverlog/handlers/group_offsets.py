@@ -11,16 +11,22 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from ..controller.topic_names import GROUP_METADATA_TOPIC
 from ..coordinator.offset_ops import CommitPartition, CommitRequest, PartitionErrors, TxnCommitRequest
 from ..protocol.errors import ErrorCode, KafkaError
 from ..protocol.primitives import ZERO_UUID
 from ..server.dispatch import RequestContext
+from ..transactions.partition_adder import UNAVAILABLE
 from .common import Body, resolve_topic, unknown_topic_code
 
 if TYPE_CHECKING:
     from .host import BrokerHost
 
 TOPIC_IDS_FROM_VERSION = 10  # OffsetCommit and OffsetFetch v10 name topics by id
+TXN_V2_FROM_VERSION = 5  # TxnOffsetCommit from a transaction version 2 producer (KIP-890 part 2)
+# How long CONCURRENT_TRANSACTIONS from the transaction coordinator is retried before the
+# client is told to retry (the markers of its last transaction are usually written by then).
+TXN_V2_CONCURRENT_WINDOW_S = 5.0
 
 
 class _TopicErrors:
@@ -111,6 +117,8 @@ async def handle_txn_offset_commit(broker: BrokerHost, ctx: RequestContext, req:
     if valid and not req["group_id"]:
         answers.merge([(name, [(p.partition, ErrorCode.INVALID_GROUP_ID) for p in parts]) for name, parts in valid],
                       {})
+    elif valid and (added := await _add_offsets_partition(broker, req, ctx.version)) != ErrorCode.NONE:
+        answers.merge([(name, [(p.partition, added) for p in parts]) for name, parts in valid], {})
     elif valid:
         request = TxnCommitRequest(
             transactional_id=req["transactional_id"], group_id=req["group_id"], producer_id=req["producer_id"],
@@ -126,6 +134,24 @@ async def handle_txn_offset_commit(broker: BrokerHost, ctx: RequestContext, req:
             answers.merge([(name, [(p.partition, exc.code) for p in parts]) for name, parts in valid], {})
     topics = [{"name": t["name"], "partitions": t["partitions"]} for t in answers.body()]
     return {"throttle_time_ms": 0, "topics": topics}
+
+
+async def _add_offsets_partition(broker: BrokerHost, req: Body, version: int) -> ErrorCode:
+    """TxnOffsetCommit v5 comes from a transaction version 2 producer, which sends no
+    AddOffsetsToTxn: the group's ``__consumer_offsets`` partition is added to its transaction
+    here first, as Kafka's group coordinator does. The coordinator's unavailability becomes
+    COORDINATOR_NOT_AVAILABLE, and CONCURRENT_TRANSACTIONS (the last transaction's markers still
+    under way), once it has lasted, COORDINATOR_LOAD_IN_PROGRESS: both retried by the client."""
+    if version < TXN_V2_FROM_VERSION or not req["transactional_id"]:
+        return ErrorCode.NONE
+    offsets_partition = (GROUP_METADATA_TOPIC, broker.coordinator.partition_for(req["group_id"]))
+    code = await broker.transactions.adder.add(req["transactional_id"], req["producer_id"], req["producer_epoch"],
+                                               [offsets_partition], retry_window_s=TXN_V2_CONCURRENT_WINDOW_S)
+    if code in UNAVAILABLE:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if code == ErrorCode.CONCURRENT_TRANSACTIONS:
+        return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    return code
 
 
 # OffsetFetch ----------------------------------------------------------------------------

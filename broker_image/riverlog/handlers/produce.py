@@ -4,9 +4,12 @@ acks=0 gets no response at all, acks=1 answers once the leader appended, acks=al
 the high watermark to pass the batch, a future resolved by replication (never a poll), bounded
 by the request's timeout.
 
-Transactional producers (a ``transactional_id``) are served like the others: the log opens their
-transaction with its first transactional batch (storage/producer_state.py). Kafka's KIP-890 part 1
-check that the partition was added to the transaction is not made.
+Transactional producers (a ``transactional_id``): the log opens their transaction with its first
+transactional batch (storage/producer_state.py). A transaction version 2 producer (Produce v12+,
+KIP-890 part 2) never adds partitions itself: before the first batch of its transaction on a
+partition is appended, the leader has the partition added at the transaction coordinator
+(``transactions/partition_adder.py``), as Kafka's leaders do. Kafka's KIP-890 part 1 check (that
+an older producer added the partition) is not made.
 """
 
 from __future__ import annotations
@@ -17,8 +20,10 @@ from typing import TYPE_CHECKING, Any
 from ..clock import now_ms
 from ..controller.topic_names import INTERNAL_TOPICS
 from ..protocol.errors import ErrorCode, KafkaError
-from ..protocol.record_batch import check_produce_records
+from ..protocol.record_batch import HEADER_SIZE, check_produce_records, read_header
 from ..server.dispatch import RequestContext
+from ..transactions.partition_adder import UNAVAILABLE
+from ..transactions.state import TopicPartition
 from .common import Body, resolve_topic, unknown_topic_code
 
 if TYPE_CHECKING:
@@ -27,6 +32,8 @@ if TYPE_CHECKING:
 
 # Kafka lets only a request with this client id append to its internal topics.
 ADMIN_CLIENT_ID = "__admin_client"
+# Produce from a transaction version 2 producer: the leader adds partitions to its transaction.
+TXN_V2_FROM_VERSION = 12
 
 
 def _error(index: int, code: ErrorCode, message: str | None = None) -> Body:
@@ -59,6 +66,7 @@ async def handle_produce(broker: BrokerHost, ctx: RequestContext, req: Body) -> 
     if acks not in (0, 1, -1):
         global_error, message = ErrorCode.INVALID_REQUIRED_ACKS, f"acks must be 0, 1 or -1, not {acks}"
     metrics = broker.metrics
+    not_added = await _add_to_transaction(broker, req) if ctx.version >= TXN_V2_FROM_VERSION else {}
     for topic_data in req["topic_data"]:
         topic_id = topic_data.get("topic_id")
         topic = resolve_topic(broker, topic_data.get("name"), topic_id)
@@ -75,6 +83,9 @@ async def handle_produce(broker: BrokerHost, ctx: RequestContext, req: Body) -> 
             refusal = _refusal(topic, index, records, ctx.header.client_id, ctx.version)
             if refusal is not None:
                 parts.append(refusal)
+                continue
+            if (topic.name, index) in not_added:
+                parts.append(_error(index, not_added[(topic.name, index)]))
                 continue
             try:
                 partition = broker.replicas.leader_partition(topic.name, index)
@@ -99,6 +110,45 @@ async def handle_produce(broker: BrokerHost, ctx: RequestContext, req: Body) -> 
     if waits:
         await _await_replication(waits, req["timeout_ms"])
     return {"responses": responses, "throttle_time_ms": 0}
+
+
+async def _add_to_transaction(broker: BrokerHost, req: Body) -> dict[TopicPartition, ErrorCode]:
+    """Transaction version 2: the partitions of this request whose transactional batch starts the
+    producer's transaction here (no transaction of that producer and epoch open on the
+    partition) are added at the coordinator first, in one call. Returns the partitions that
+    could not be added, with the error to answer (Kafka's: the coordinator being unavailable is
+    NOT_ENOUGH_REPLICAS, which producers retry)."""
+    transactional_id = req.get("transactional_id")
+    if not transactional_id:
+        return {}
+    wanted: list[TopicPartition] = []
+    producer: tuple[int, int] | None = None
+    for topic_data in req["topic_data"]:
+        topic = resolve_topic(broker, topic_data.get("name"), topic_data.get("topic_id"))
+        if topic is None:
+            continue
+        for pd in topic_data["partition_data"]:
+            records = pd["records"]
+            try:
+                partition = broker.replicas.leader_partition(topic.name, pd["index"])
+            except KafkaError:
+                continue  # not led here: the append path answers
+            if records is None or len(records) < HEADER_SIZE:
+                continue  # answered by the checks of the append path
+            header = read_header(records)
+            if not header.is_transactional or header.is_control:
+                continue
+            entry = partition.log.producers.producers.get(header.producer_id)
+            if entry is not None and entry.epoch == header.producer_epoch and entry.current_txn_first_offset >= 0:
+                continue  # its transaction is already open here
+            wanted.append((topic.name, pd["index"]))
+            producer = (header.producer_id, header.producer_epoch)
+    if producer is None:
+        return {}
+    code = await broker.transactions.adder.add(transactional_id, producer[0], producer[1], wanted)
+    if code == ErrorCode.NONE:
+        return {}
+    return dict.fromkeys(wanted, ErrorCode.NOT_ENOUGH_REPLICAS if code in UNAVAILABLE else code)
 
 
 async def _await_replication(waits: list[tuple[asyncio.Future[None], Body]], timeout_ms: int) -> None:

@@ -6,7 +6,9 @@ The handlers translate between wire versions and the coordinator (``riverlog.tra
 which decides as Kafka's does. Requests for an id whose ``__transaction_state`` partition this
 broker does not lead get NOT_COORDINATOR; while it loads, COORDINATOR_LOAD_IN_PROGRESS. Clients
 older than KIP-588 (AddPartitionsToTxn, AddOffsetsToTxn and EndTxn before version 2) do not know
-PRODUCER_FENCED and get INVALID_PRODUCER_EPOCH instead, as from Kafka.
+PRODUCER_FENCED and get INVALID_PRODUCER_EPOCH instead, as from Kafka. As in Kafka, the request's
+version says whether the client speaks transaction version 2 (EndTxn 5, AddPartitionsToTxn 4+
+from a broker), not the cluster's ``transaction.version``.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ if TYPE_CHECKING:
     from .host import BrokerHost
 
 FENCED_KNOWN_FROM = 2  # the first version of AddPartitionsToTxn/AddOffsetsToTxn/EndTxn with PRODUCER_FENCED
+END_TXN_V2_FROM = 5  # EndTxn from a transaction version 2 client (KIP-890 part 2)
 
 
 def fenced_for(version: int, code: ErrorCode, known_from: int = FENCED_KNOWN_FROM) -> ErrorCode:
@@ -71,8 +74,11 @@ async def _add_partitions(broker: BrokerHost, version: int, transactional_id: st
         except KafkaError as exc:
             errors = dict.fromkeys(wanted, exc.code)
     else:
+        # Version 4+ without verify_only comes from a partition leader or group coordinator
+        # adding for a transaction version 2 client (Kafka: version > 3 means version 2).
+        client_transaction_version = 2 if version >= 4 else 0
         code = await _call(broker, transactional_id, lambda s, token: s.add_partitions(
-            token, transactional_id, producer_id, producer_epoch, wanted))
+            token, transactional_id, producer_id, producer_epoch, wanted, client_transaction_version))
         errors = dict.fromkeys(wanted, code)
     by_topic: dict[str, list[Body]] = {}
     for (topic, index), code in errors.items():
@@ -115,9 +121,16 @@ async def handle_end_txn(broker: BrokerHost, ctx: RequestContext, req: Body) -> 
     if not transactional_id:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.INVALID_REQUEST}
     producer_id, producer_epoch, committed = req["producer_id"], req["producer_epoch"], req["committed"]
-    code = await _call(broker, transactional_id, lambda s, token: s.end_txn(
-        token, transactional_id, producer_id, producer_epoch, committed))
-    return {"throttle_time_ms": 0, "error_code": fenced_for(ctx.version, code)}
+    # Version 5 is a transaction version 2 client: the epoch is bumped at every end and the
+    # answer names the producer id and epoch to go on with.
+    client_transaction_version = 2 if ctx.version >= END_TXN_V2_FROM else 0
+    try:
+        body = await broker.transactions.end_txn(transactional_id, producer_id, producer_epoch, committed,
+                                                 client_transaction_version)
+    except KafkaError as exc:
+        body = {"error_code": exc.code}
+    return {"throttle_time_ms": 0, "error_code": fenced_for(ctx.version, ErrorCode(body["error_code"])),
+            "producer_id": body.get("producer_id", -1), "producer_epoch": body.get("producer_epoch", -1)}
 
 
 # DescribeTransactions / ListTransactions ------------------------------------------------

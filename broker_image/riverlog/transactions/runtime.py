@@ -25,21 +25,23 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..clock import now_ms
 from ..controller.topic_ops import NewTopic
 from ..coordinator_runtime import CoordinatorShell, ShardHandle, read_chunk
-from ..protocol.errors import ErrorCode
+from ..protocol.errors import ErrorCode, KafkaError
 from ..protocol.primitives import DecodeError
 from ..protocol.record_batch import BatchHeader, decode_records
 from ..storage import Log
 from .config import TxnConfig
 from .markers import LocalMarkerWriter, MarkerChannel
+from .partition_adder import PartitionAdder
 from .placement import TRANSACTION_STATE_TOPIC, partition_for
 from .records import TxnLogRecord, UnknownTxnRecord, decode, encode
 from .shard import AfterWrite, Body, MarkerJob, NeedProducerId, Result, TxnShard
+from .state import TopicPartition
 
 if TYPE_CHECKING:
     from ..cluster.partition import Partition
@@ -60,6 +62,9 @@ class TransactionCoordinator(CoordinatorShell[TxnShard, _ShardHandle, TxnLogReco
         super().__init__(node_id, replicas, controller, partition_for)
         self.config = config
         self.markers = MarkerChannel(node_id, config, lambda: self.controller.image, listener_name, local_markers)
+        # Transaction version 2: partition leaders and group coordinators add partitions here.
+        self.adder = PartitionAdder(node_id, lambda: self.controller.image, listener_name, self._add_locally,
+                                    config.marker_request_timeout_ms / 1000)
         self._maintenance: asyncio.Task[None] | None = None
         # Told (committed, seconds from Prepare* written to Complete* written) per completed
         # transaction (metrics).
@@ -112,15 +117,37 @@ class TransactionCoordinator(CoordinatorShell[TxnShard, _ShardHandle, TxnLogReco
 
     async def init_producer_id(self, transactional_id: str, timeout_ms: int,
                                expected: tuple[int, int] | None) -> Body:
+        return await self._with_producer_id(transactional_id, lambda shard, token, fresh: shard.init_producer_id(
+            token, transactional_id, timeout_ms, expected, fresh))
+
+    async def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, committed: bool,
+                      client_transaction_version: int) -> Body:
+        return await self._with_producer_id(transactional_id, lambda shard, token, fresh: shard.end_txn(
+            token, transactional_id, producer_id, producer_epoch, committed, client_transaction_version, fresh))
+
+    async def _with_producer_id(self, transactional_id: str,
+                                operation: Callable[[TxnShard, int, int | None], None]) -> Body:
+        """Run ``operation`` (shard, token, fresh producer id); when it needs a new producer id
+        (:class:`NeedProducerId`), allocate one from the controller and run it again."""
         fresh: int | None = None
         while True:
-            def operation(shard: TxnShard, token: int, fresh: int | None = fresh) -> None:
-                shard.init_producer_id(token, transactional_id, timeout_ms, expected, fresh)
+            def run(shard: TxnShard, token: int, fresh: int | None = fresh) -> None:
+                operation(shard, token, fresh)
 
             try:
-                return await self.call(transactional_id, operation)
+                return await self.call(transactional_id, run)
             except NeedProducerId:
                 fresh = await self.controller.allocate_producer_id(self.node_id)
+
+    async def _add_locally(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                           partitions: Sequence[TopicPartition]) -> ErrorCode:
+        """Transaction version 2's implicit add, for a coordinator that is this broker."""
+        try:
+            body = await self.call(transactional_id, lambda shard, token: shard.add_partitions(
+                token, transactional_id, producer_id, producer_epoch, partitions, 2))
+        except KafkaError as exc:
+            return exc.code
+        return ErrorCode(body["error_code"])
 
     # Effects -----------------------------------------------------------------------------
 
@@ -193,6 +220,7 @@ class TransactionCoordinator(CoordinatorShell[TxnShard, _ShardHandle, TxnLogReco
             self._maintenance.cancel()
         self._stop_shards()
         await self.markers.stop()
+        await self.adder.stop()
         await self._cancel_tasks(*([self._maintenance] if self._maintenance is not None else []))
 
 

@@ -15,9 +15,11 @@ An operation that needs a fresh producer id (a new transactional id, or one whos
 used up) raises :class:`NeedProducerId` before changing anything; the shell allocates one from
 the controller and runs the operation again with it.
 
-Transaction version: everything here is the classic protocol (EndTxn up to version 4, no epoch
-bump at a transaction's end); ``client_transaction_version`` is carried so version 2 can be
-added.
+Transaction version: a client speaking version 2 (KIP-890 part 2: EndTxn version 5, partitions
+added by their leaders with AddPartitionsToTxn version 4+) gets an epoch bump at the end of every
+transaction (:meth:`TxnShard.end_txn` with ``client_transaction_version=2``); every other
+request follows the classic protocol (no bump at a transaction's end). Kafka, too, chooses by the
+request's version, not by the cluster's ``transaction.version``.
 """
 
 from __future__ import annotations
@@ -34,7 +36,9 @@ from .config import TxnConfig
 from .records import TxnLogRecord
 from .state import (
     EXPIRATION_ALLOWED,
+    MAX_PRODUCER_EPOCH,
     NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
     IllegalTransition,
     TopicPartition,
     TxnMetadata,
@@ -209,7 +213,10 @@ class TxnShard:
         return ErrorCode.NONE
 
     def add_partitions(self, token: int, transactional_id: str, producer_id: int, producer_epoch: int,
-                       partitions: Iterable[TopicPartition]) -> None:
+                       partitions: Iterable[TopicPartition], client_transaction_version: int = 0) -> None:
+        """Add partitions to the producer's transaction (starting it if none is open): from the
+        client (AddPartitionsToTxn up to version 3, AddOffsetsToTxn), or, for a version 2 client,
+        from the leader its records or offsets went to (version 4+, ``verify_only`` false)."""
         txn = self.txns.get(transactional_id)
         added = frozenset(partitions)
         error = self._check_producer(txn, producer_id, producer_epoch)
@@ -220,7 +227,7 @@ class TxnShard:
         if txn.state == S.ONGOING and added <= txn.partitions:
             self._reply(token, {"error_code": ErrorCode.NONE})  # nothing new: no write needed
             return
-        transit = txn.prepare_add_partitions(added, self.now_ms, CLIENT_TRANSACTION_VERSION)
+        transit = txn.prepare_add_partitions(added, self.now_ms, client_transaction_version)
 
         def written(error: ErrorCode) -> None:
             if error == ErrorCode.NONE:
@@ -245,9 +252,96 @@ class TxnShard:
     # EndTxn ------------------------------------------------------------------------------
 
     def end_txn(self, token: int, transactional_id: str, producer_id: int, producer_epoch: int,
-                committed: bool) -> None:
+                committed: bool, client_transaction_version: int = CLIENT_TRANSACTION_VERSION,
+                fresh_producer_id: int | None = None) -> None:
+        """EndTxn. Version 2 (EndTxn v5) bumps the epoch and answers the producer id and epoch
+        the client goes on with; ``fresh_producer_id`` is the one :class:`NeedProducerId` asked
+        for when the epochs are used up."""
+        if client_transaction_version >= 2:
+            self._end_v2(token, transactional_id, producer_id, producer_epoch, committed, fresh_producer_id)
+            return
         self._end(transactional_id, producer_id, producer_epoch, committed, True,
                   lambda error: self._reply(token, {"error_code": error}))
+
+    def _end_v2(self, token: int, transactional_id: str, producer_id: int, producer_epoch: int,
+                committed: bool, fresh_producer_id: int | None) -> None:
+        """Kafka's ``endTransaction`` for transaction version 2: every end bumps the epoch (the
+        markers carry the bumped one, so the ended transaction's producer is fenced from it);
+        a retry of an end that already happened is answered with the result it had."""
+
+        def reply(code: ErrorCode, answer: tuple[int, int] = (NO_PRODUCER_ID, NO_PRODUCER_EPOCH)) -> None:
+            self._reply(token, {"error_code": code, "producer_id": answer[0], "producer_epoch": answer[1]})
+
+        txn = self.txns.get(transactional_id)
+        if txn is None:
+            reply(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+            return
+        if txn.pending_transition:
+            reply(ErrorCode.CONCURRENT_TRANSACTIONS)
+            return
+        # A retry of an end that bumped the epoch (or, at an exhausted epoch, moved to a new id).
+        retry_on_bump = txn.producer_epoch == producer_epoch + 1
+        retry_on_overflow = (txn.prev_producer_id == producer_id and producer_epoch == MAX_PRODUCER_EPOCH - 1
+                             and txn.producer_epoch == 0)
+        if txn.producer_id != producer_id and not retry_on_overflow:
+            reply(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+            return
+        if txn.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+            valid = retry_on_bump
+        elif txn.state in (S.COMPLETE_COMMIT, S.COMPLETE_ABORT):
+            valid = retry_on_bump or retry_on_overflow or producer_epoch == txn.producer_epoch
+        else:
+            valid = producer_epoch == txn.producer_epoch
+        if not valid:
+            reply(ErrorCode.PRODUCER_FENCED)
+            return
+        retry = retry_on_bump or retry_on_overflow
+        state = txn.state
+        if state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+            # The same end again while its markers are written: wait; the other end: refused.
+            reply(ErrorCode.CONCURRENT_TRANSACTIONS if committed == (state == S.PREPARE_COMMIT)
+                  else ErrorCode.INVALID_TXN_STATE)
+            return
+        if state in (S.COMPLETE_COMMIT, S.COMPLETE_ABORT) and retry:
+            if committed == (state == S.COMPLETE_COMMIT):
+                reply(ErrorCode.NONE, (txn.producer_id, txn.producer_epoch))
+            else:
+                reply(ErrorCode.INVALID_TXN_STATE)
+            return
+        if committed and state != S.ONGOING:
+            reply(ErrorCode.INVALID_TXN_STATE)  # nothing to commit
+            return
+        if state not in (S.ONGOING, S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT):
+            raise IllegalTransition(f"{txn}: EndTxn in state {state.label}")
+        # Ongoing: commit or abort. Empty or Complete*: an abort the client is unsure it needs
+        # (allowed in version 2); it bumps the epoch and has no partitions, so no markers.
+        next_producer_id = NO_PRODUCER_ID
+        if epoch_exhausted(txn.producer_epoch):
+            if fresh_producer_id is None:
+                raise NeedProducerId
+            next_producer_id = fresh_producer_id
+        target = S.PREPARE_COMMIT if committed else S.PREPARE_ABORT
+        transit = txn.prepare_abort_or_commit(target, self.now_ms, 2, next_producer_id=next_producer_id,
+                                              no_partition_added=state != S.ONGOING)
+        coordinator_epoch = self.coordinator_epoch
+
+        def written(error: ErrorCode) -> None:
+            if error != ErrorCode.NONE:
+                txn.cancel_pending()
+                reply(error)
+                return
+            txn.complete(transit)
+            if self.coordinator_epoch != coordinator_epoch:
+                reply(ErrorCode.NOT_COORDINATOR)
+                return
+            # The id and epoch the client goes on with: a new id at epoch 0 after an overflow.
+            if txn.next_producer_id != NO_PRODUCER_ID:
+                reply(ErrorCode.NONE, (txn.next_producer_id, 0))
+            else:
+                reply(ErrorCode.NONE, (txn.producer_id, txn.producer_epoch))
+            self._send_markers(txn)
+
+        self._write(transactional_id, transit, written)
 
     def _end(self, transactional_id: str, producer_id: int, producer_epoch: int, committed: bool,
              from_client: bool, done: Callable[[ErrorCode], None]) -> None:

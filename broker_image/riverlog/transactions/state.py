@@ -7,9 +7,9 @@ returns the :class:`TxnTransit` to write to ``__transaction_state`` (and marks t
 write failed. PrepareEpochFence is never written: it only bumps the epoch in memory on the way
 to PrepareAbort.
 
-``client_transaction_version`` is kept (and written) so transaction version 2 (KIP-890 part 2,
-an epoch bump at every transaction end) can be added without a format change; today every
-transition uses version 0 semantics.
+``client_transaction_version`` is kept (and written): 2 for a transaction of a transaction
+version 2 client (KIP-890 part 2), whose end bumps the epoch (:meth:`TxnMetadata.prepare_abort_or_commit`)
+and, at an exhausted epoch, moves to the next producer id at Complete*.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ...protocol.errors import ErrorCode
-from .. import partition_ops, reassignment, topic_ops
+from .. import features, partition_ops, reassignment, topic_ops
 from ..api import HeartbeatResult
 from ..records import Endpoint, Record, from_json, to_json
 
@@ -48,7 +48,7 @@ def register(cls: type) -> type:
 for _cls in (HeartbeatResult, Endpoint, topic_ops.NewTopic, topic_ops.Outcome,
              partition_ops.AlterPartitionRequest, partition_ops.AlterPartitionResult,
              partition_ops.AlterPartitionOutcome, partition_ops.ElectionOutcome,
-             reassignment.ReassignmentResult):
+             reassignment.ReassignmentResult, features.FeatureUpdate, features.FeatureOutcome):
     register(_cls)
 
 

@@ -32,6 +32,7 @@ from ...config import BrokerConfig, Voter
 from ...protocol.errors import ErrorCode
 from .. import partition_ops
 from ..api import HeartbeatResult
+from ..features import FeatureOutcome, FeatureUpdate
 from ..image import MetadataImage
 from ..leader_balance import LeaderBalanceSettings
 from ..local import LocalController
@@ -339,6 +340,12 @@ class QuorumController(LocalController):
             lambda: super(QuorumController, self).alter_partition_reassignments(
                 triples, allow_replication_factor_change=allow_replication_factor_change),
             (triples,), opts)
+
+    async def update_features(self, updates: Sequence[FeatureUpdate], *, validate_only: bool) -> list[FeatureOutcome]:
+        opts = {"validate_only": validate_only}
+        return await self._router.route(
+            "update_features", lambda: super(QuorumController, self).update_features(list(updates), **opts),
+            (list(updates),), opts)
 
     async def allocate_producer_id(self, broker_id: int) -> int:
         return await self._router.route(

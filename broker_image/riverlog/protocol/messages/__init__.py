@@ -44,6 +44,7 @@ MODULES = (
     "alter_partition_reassignments",
     "list_partition_reassignments",
     "describe_topic_partitions",
+    "update_features",
     # Transactions (the transaction coordinator, transactions/).
     "add_partitions_to_txn",
     "add_offsets_to_txn",

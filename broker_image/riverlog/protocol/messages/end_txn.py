@@ -2,9 +2,7 @@
 
 Kafka 4.x lists versions 0-5 (flexible from 3). Version 5 means the client speaks transaction
 version 2 (KIP-890 part 2: the coordinator bumps the epoch at every transaction end and answers
-with the new producer id and epoch). Riverlog runs the classic protocol (transaction version
-0/1), so the valid range stops at 4 and no client sends version 5; the version 5 fields are
-kept, gated on it, so enabling it later changes only the range.
+with the new producer id and epoch).
 """
 
 from __future__ import annotations
@@ -15,7 +13,7 @@ from ..schema import BOOL, INT16, INT32, INT64, STRING, f, message
 REQUEST = message(
     "EndTxnRequest",
     ApiKey.END_TXN,
-    "0-4",
+    "0-5",
     "3+",
     [
         f("transactional_id", STRING),
@@ -28,7 +26,7 @@ REQUEST = message(
 RESPONSE = message(
     "EndTxnResponse",
     ApiKey.END_TXN,
-    "0-4",
+    "0-5",
     "3+",
     [
         f("throttle_time_ms", INT32),
