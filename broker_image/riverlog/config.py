@@ -114,6 +114,9 @@ DEFAULTS: dict[str, str] = {
     "transactional.id.expiration.ms": "604800000",
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": "10000",
     "transaction.remove.expired.transaction.cleanup.interval.ms": "3600000",
+    # KIP-890 part 1: a leader has the coordinator verify a classic producer's transaction
+    # before the transaction's first batch on a partition (version 2 producers always are).
+    "transaction.partition.verification.enable": "true",
     "unclean.leader.election.enable": "false",
     # Automatic preferred-leader rebalance (controller/leader_balance.py), Kafka's defaults.
     "auto.leader.rebalance.enable": "true",
@@ -329,7 +332,7 @@ class BrokerConfig:
             if self.get_int(key) < 1:
                 raise ConfigError(f"{key} must be at least 1, got {self.get(key)}")
         for key in ("auto.create.topics.enable", "delete.topic.enable", "log.cleaner.enable",
-                    "auto.leader.rebalance.enable"):
+                    "auto.leader.rebalance.enable", "transaction.partition.verification.enable"):
             self.get_bool(key)
         if self.get_int("leader.imbalance.check.interval.seconds") < 1:
             raise ConfigError("leader.imbalance.check.interval.seconds must be at least 1, "

@@ -25,7 +25,7 @@ import pytest
 from confluent_kafka import KafkaException, Producer
 from support.brokers import BrokerProcess
 from support.clients import create_topic, wait_until
-from support.hanging_txn import KAFKA_HANGING_SETTINGS, make_hanging_transaction
+from support.hanging_txn import HANGING_SETTINGS, make_hanging_transaction
 from support.txn_checks import READ_COMMITTED, TXN_BROKER_SETTINGS, read_all, wait_stable
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
@@ -93,8 +93,8 @@ class Scenario:
 
 
 @pytest.fixture(scope="module")
-def scenario(module_broker_factory: Callable[..., BrokerProcess], broker_target: str) -> Iterator[Scenario]:
-    settings = {**TXN_BROKER_SETTINGS, **(KAFKA_HANGING_SETTINGS if broker_target == "kafka" else {})}
+def scenario(module_broker_factory: Callable[..., BrokerProcess]) -> Iterator[Scenario]:
+    settings = {**TXN_BROKER_SETTINGS, **HANGING_SETTINGS}  # so a hanging transaction can be made
     broker = module_broker_factory(settings)
     bootstrap = broker.bootstrap
     create_topic(bootstrap, TOPIC, 2)

@@ -19,7 +19,7 @@ import pytest
 from confluent_kafka import KafkaException, Producer
 from support.brokers import BrokerProcess
 from support.clients import create_topic
-from support.hanging_txn import KAFKA_HANGING_SETTINGS, Hanging, make_hanging_transaction
+from support.hanging_txn import HANGING_SETTINGS, Hanging, make_hanging_transaction
 from support.java_tools import JavaTools, ToolResult
 from support.txn_checks import READ_COMMITTED, TXN_BROKER_SETTINGS, read_all, wait_stable
 
@@ -67,8 +67,8 @@ class Scenario:
 
 
 @pytest.fixture(scope="module")
-def scenario(module_broker_factory: Callable[..., BrokerProcess], broker_target: str) -> Iterator[Scenario]:
-    settings = {**TXN_BROKER_SETTINGS, **(KAFKA_HANGING_SETTINGS if broker_target == "kafka" else {})}
+def scenario(module_broker_factory: Callable[..., BrokerProcess]) -> Iterator[Scenario]:
+    settings = {**TXN_BROKER_SETTINGS, **HANGING_SETTINGS}  # so a hanging transaction can be made
     broker = module_broker_factory(settings)
     bootstrap = broker.bootstrap
     create_topic(bootstrap, TOPIC, 2)

@@ -5,9 +5,9 @@ consumers stay held back at their first offset until an operator aborts them
 
 Made with raw requests: InitProducerId without a transactional id (a plain idempotent producer
 id), then a Produce of one transactional batch of that producer, naming a transactional id that
-was never initialized. Kafka 4.x refuses such a batch
-while ``transaction.partition.verification.enable`` (KIP-890) is on, so a Kafka broker for these
-tests runs with :data:`KAFKA_HANGING_SETTINGS`; Riverlog does not verify produce requests yet.
+was never initialized. Kafka 4.x and Riverlog refuse such a batch while
+``transaction.partition.verification.enable`` (KIP-890 part 1) is on, which is what verification
+is for, so the brokers of these tests run with :data:`HANGING_SETTINGS`.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from riverlog.protocol.api_keys import ApiKey
 from riverlog.protocol.errors import ErrorCode
 from riverlog.protocol.record_batch.build import NewRecord, build_batch
 
-KAFKA_HANGING_SETTINGS: dict[str, object] = {"transaction.partition.verification.enable": "false"}
+HANGING_SETTINGS: dict[str, object] = {"transaction.partition.verification.enable": "false"}
 # Named in the Produce request only; never initialized, so no coordinator knows it.
 UNKNOWN_TRANSACTIONAL_ID = "riverlog-tests-hanging"
 CLASSIC_PRODUCE_VERSION = 11

@@ -257,7 +257,7 @@ def test_verify_partitions() -> None:
     d = Driver()
     ongoing(d, ("t", 0))
     assert d.shard.verify_partitions(TID, 1000, 0, [("t", 0), ("t", 1)]) == {
-        ("t", 0): E.NONE, ("t", 1): E.INVALID_TXN_STATE}
+        ("t", 0): E.NONE, ("t", 1): E.TRANSACTION_ABORTABLE}
     assert d.shard.verify_partitions(TID, 1000, 3, [("t", 0)]) == {("t", 0): E.PRODUCER_FENCED}
     assert d.shard.verify_partitions("other", 1000, 0, [("t", 0)]) == {("t", 0): E.INVALID_PRODUCER_ID_MAPPING}
     d.call("end_txn", TID, 1000, 0, True)

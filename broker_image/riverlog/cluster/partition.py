@@ -90,6 +90,14 @@ class Partition:
     _hw_waiters: list[tuple[int, asyncio.Future[None]]] = field(default_factory=list)
     _data_waiters: list[asyncio.Future[None]] = field(default_factory=list)
     _prune_at: int = 16
+    # KIP-890 verification guards (Kafka's VerificationGuard), per producer id: (epoch, version
+    # 2?, guard), set before the leader asks the coordinator whether the producer's transaction
+    # includes this partition (or has it added), dropped by a marker for the producer. An append
+    # that follows the answer needs its guard still there: a marker written meanwhile ended that
+    # transaction, and the batch would open a transaction nobody ends. A version 2 producer's next
+    # transaction runs at the epoch the last one's markers carry, so such a marker leaves the
+    # guard of that epoch alone (Kafka's "next transaction started" exception).
+    _txn_verifications: dict[int, tuple[int, bool, object]] = field(default_factory=dict)
 
     @property
     def is_leader(self) -> bool:
@@ -163,6 +171,7 @@ class Partition:
                         isr: tuple[int, ...]) -> None:
         if self.is_leader:
             self.fail_waiters(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        self._txn_verifications.clear()
         self.leader = leader
         self.leader_epoch = leader_epoch
         self.partition_epoch = partition_epoch
@@ -196,10 +205,26 @@ class Partition:
         self._after_append(now_ms)
         return info
 
+    def start_txn_verification(self, producer_id: int, producer_epoch: int, version_2: bool) -> object:
+        """A new guard for the producer's next transactional append here (see above)."""
+        guard = object()
+        self._txn_verifications[producer_id] = (producer_epoch, version_2, guard)
+        return guard
+
+    def txn_verification_holds(self, producer_id: int, guard: object) -> bool:
+        held = self._txn_verifications.get(producer_id)
+        return held is not None and held[2] is guard
+
+    def _marker_ends_verification(self, producer_id: int, marker_epoch: int) -> None:
+        held = self._txn_verifications.get(producer_id)
+        if held is not None and not (held[1] and held[0] == marker_epoch):
+            del self._txn_verifications[producer_id]
+
     def append_txn_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int, committed: bool,
                           *, now_ms: int) -> AppendInfo:
         """Write a transaction marker (WriteTxnMarkers, which Kafka appends with acks=all: the
         caller waits for the high watermark to pass ``last_offset``)."""
+        self._marker_ends_verification(producer_id, producer_epoch)
         self._check_append(-1)
         info = self.log.append_txn_marker(
             producer_id=producer_id, producer_epoch=producer_epoch, coordinator_epoch=coordinator_epoch,

@@ -15,6 +15,7 @@ an older producer added the partition) is not made.
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..clock import now_ms
@@ -34,6 +35,9 @@ if TYPE_CHECKING:
 ADMIN_CLIENT_ID = "__admin_client"
 # Produce from a transaction version 2 producer: the leader adds partitions to its transaction.
 TXN_V2_FROM_VERSION = 12
+ABORTABLE_FROM_VERSION = 11  # the first Produce version that knows TRANSACTION_ABORTABLE
+VERIFICATION_ENABLE = "transaction.partition.verification.enable"
+NOT_IN_TRANSACTION = frozenset({ErrorCode.TRANSACTION_ABORTABLE, ErrorCode.INVALID_TXN_STATE})
 
 
 def _error(index: int, code: ErrorCode, message: str | None = None) -> Body:
@@ -66,7 +70,7 @@ async def handle_produce(broker: BrokerHost, ctx: RequestContext, req: Body) -> 
     if acks not in (0, 1, -1):
         global_error, message = ErrorCode.INVALID_REQUIRED_ACKS, f"acks must be 0, 1 or -1, not {acks}"
     metrics = broker.metrics
-    not_added = await _add_to_transaction(broker, req) if ctx.version >= TXN_V2_FROM_VERSION else {}
+    txn_check = await _check_transaction(broker, req, ctx.version)
     for topic_data in req["topic_data"]:
         topic_id = topic_data.get("topic_id")
         topic = resolve_topic(broker, topic_data.get("name"), topic_id)
@@ -84,11 +88,15 @@ async def handle_produce(broker: BrokerHost, ctx: RequestContext, req: Body) -> 
             if refusal is not None:
                 parts.append(refusal)
                 continue
-            if (topic.name, index) in not_added:
-                parts.append(_error(index, not_added[(topic.name, index)]))
+            tp = (topic.name, index)
+            if tp in txn_check.errors:
+                parts.append(_error(index, txn_check.errors[tp]))
                 continue
             try:
                 partition = broker.replicas.leader_partition(topic.name, index)
+                guard = txn_check.guards.get(tp)
+                if guard is not None and not partition.txn_verification_holds(*guard):
+                    raise KafkaError("Record was not part of an ongoing transaction", ErrorCode.INVALID_TXN_STATE)
                 info = partition.append(records, acks=acks, now_ms=timestamp)
                 if partition.log.needs_flush:
                     broker.flush_soon(partition)
@@ -112,15 +120,29 @@ async def handle_produce(broker: BrokerHost, ctx: RequestContext, req: Body) -> 
     return {"responses": responses, "throttle_time_ms": 0}
 
 
-async def _add_to_transaction(broker: BrokerHost, req: Body) -> dict[TopicPartition, ErrorCode]:
-    """Transaction version 2: the partitions of this request whose transactional batch starts the
-    producer's transaction here (no transaction of that producer and epoch open on the
-    partition) are added at the coordinator first, in one call. Returns the partitions that
-    could not be added, with the error to answer (Kafka's: the coordinator being unavailable is
-    NOT_ENOUGH_REPLICAS, which producers retry)."""
+@dataclass
+class _TxnCheck:
+    """What the coordinator said of this request's transactional batches: errors to answer, and
+    the guards an append must still find (see ``Partition.start_txn_verification``)."""
+
+    errors: dict[TopicPartition, ErrorCode] = field(default_factory=dict)
+    guards: dict[TopicPartition, tuple[int, object]] = field(default_factory=dict)
+
+
+async def _check_transaction(broker: BrokerHost, req: Body, version: int) -> _TxnCheck:
+    """Before appending a transactional batch that starts the producer's transaction on a
+    partition (no transaction of that producer and epoch open there), ask its coordinator, in
+    one call for the request: a transaction version 2 producer (Produce v12+) has the partitions
+    added (KIP-890 part 2); an older one has them verified to be in its transaction (part 1,
+    ``transaction.partition.verification.enable``), so a late or stray batch cannot open a
+    transaction no one will end. Errors as Kafka's: not in the transaction is INVALID_TXN_STATE
+    (TRANSACTION_ABORTABLE from v11), the coordinator unavailable or busy NOT_ENOUGH_REPLICAS,
+    which producers retry."""
+    check = _TxnCheck()
     transactional_id = req.get("transactional_id")
-    if not transactional_id:
-        return {}
+    version_2 = version >= TXN_V2_FROM_VERSION
+    if not transactional_id or not (version_2 or broker.config.get_bool(VERIFICATION_ENABLE)):
+        return check
     wanted: list[TopicPartition] = []
     producer: tuple[int, int] | None = None
     for topic_data in req["topic_data"]:
@@ -141,14 +163,27 @@ async def _add_to_transaction(broker: BrokerHost, req: Body) -> dict[TopicPartit
             entry = partition.log.producers.producers.get(header.producer_id)
             if entry is not None and entry.epoch == header.producer_epoch and entry.current_txn_first_offset >= 0:
                 continue  # its transaction is already open here
-            wanted.append((topic.name, pd["index"]))
+            tp = (topic.name, pd["index"])
+            wanted.append(tp)
             producer = (header.producer_id, header.producer_epoch)
+            check.guards[tp] = (header.producer_id,
+                                partition.start_txn_verification(header.producer_id, header.producer_epoch, version_2))
     if producer is None:
-        return {}
-    code = await broker.transactions.adder.add(transactional_id, producer[0], producer[1], wanted)
-    if code == ErrorCode.NONE:
-        return {}
-    return dict.fromkeys(wanted, ErrorCode.NOT_ENOUGH_REPLICAS if code in UNAVAILABLE else code)
+        return check
+    adder = broker.transactions.adder
+    if version_2:
+        code = await adder.add(transactional_id, producer[0], producer[1], wanted)
+        codes = dict.fromkeys(wanted, code)
+    else:
+        codes = await adder.verify(transactional_id, producer[0], producer[1], wanted)
+    for tp, code in codes.items():
+        if code in NOT_IN_TRANSACTION:
+            code = ErrorCode.TRANSACTION_ABORTABLE if version >= ABORTABLE_FROM_VERSION else ErrorCode.INVALID_TXN_STATE
+        elif code in UNAVAILABLE or (code == ErrorCode.CONCURRENT_TRANSACTIONS and not version_2):
+            code = ErrorCode.NOT_ENOUGH_REPLICAS
+        if code != ErrorCode.NONE:
+            check.errors[tp] = code
+    return check
 
 
 async def _await_replication(waits: list[tuple[asyncio.Future[None], Body]], timeout_ms: int) -> None:

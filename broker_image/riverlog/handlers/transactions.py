@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
 FENCED_KNOWN_FROM = 2  # the first version of AddPartitionsToTxn/AddOffsetsToTxn/EndTxn with PRODUCER_FENCED
 END_TXN_V2_FROM = 5  # EndTxn from a transaction version 2 client (KIP-890 part 2)
+ABORTABLE_KNOWN_FROM = 5  # the first AddPartitionsToTxn version with TRANSACTION_ABORTABLE
 
 
 def fenced_for(version: int, code: ErrorCode, known_from: int = FENCED_KNOWN_FROM) -> ErrorCode:
@@ -82,6 +83,8 @@ async def _add_partitions(broker: BrokerHost, version: int, transactional_id: st
         errors = dict.fromkeys(wanted, code)
     by_topic: dict[str, list[Body]] = {}
     for (topic, index), code in errors.items():
+        if code == ErrorCode.TRANSACTION_ABORTABLE and version < ABORTABLE_KNOWN_FROM:
+            code = ErrorCode.INVALID_TXN_STATE
         by_topic.setdefault(topic, []).append(
             {"partition_index": index, "partition_error_code": fenced_for(version, code)})
     return [{"name": topic, "results_by_partition": parts} for topic, parts in by_topic.items()]

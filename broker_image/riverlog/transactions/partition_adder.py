@@ -1,4 +1,6 @@
-"""Transaction version 2's implicit AddPartitionsToTxn (KIP-890 part 2).
+"""A partition leader asking a transaction coordinator about a producer's transaction (KIP-890):
+transaction version 2's implicit AddPartitionsToTxn (part 2), and the verification that a
+classic producer's transaction includes the partition (part 1, :meth:`PartitionAdder.verify`).
 
 A version 2 producer never adds partitions itself. Before a partition leader appends the first
 transactional batch of a producer's transaction (Produce v12+), and before a group coordinator
@@ -36,6 +38,8 @@ log = logging.getLogger("riverlog.transactions.adder")
 
 # This broker's coordinator: (transactional id, producer id, epoch, partitions) -> error code.
 LocalAdd = Callable[[str, int, int, Sequence[TopicPartition]], Awaitable[ErrorCode]]
+# ... and its verification: the same in, an error code per partition out.
+LocalVerify = Callable[[str, int, int, Sequence[TopicPartition]], dict[TopicPartition, ErrorCode]]
 
 ADD_VERSION = 5  # brokers send 4+; 5 knows TRANSACTION_ABORTABLE
 RETRY_BACKOFF_S = 0.020
@@ -47,11 +51,12 @@ UNAVAILABLE = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AV
 
 class PartitionAdder:
     def __init__(self, node_id: int, image: Callable[[], MetadataImage], listener_name: str, local: LocalAdd,
-                 request_timeout_s: float = 30.0) -> None:
+                 request_timeout_s: float = 30.0, local_verify: LocalVerify | None = None) -> None:
         self.node_id = node_id
         self.image = image
         self.listener_name = listener_name
         self.local = local
+        self.local_verify = local_verify
         self.request_timeout_s = request_timeout_s
         self._conns: dict[int, BrokerConnection] = {}
         self._connecting: dict[int, asyncio.Lock] = {}
@@ -69,6 +74,23 @@ class PartitionAdder:
             await asyncio.sleep(RETRY_BACKOFF_S)
         return ErrorCode.INVALID_PRODUCER_EPOCH if code == ErrorCode.PRODUCER_FENCED else code
 
+    async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                     partitions: Sequence[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
+        """KIP-890 part 1: does the producer's open transaction include these partitions?
+        NONE for those it does; the coordinator's refusal (INVALID_TXN_STATE or
+        TRANSACTION_ABORTABLE: not in the transaction; PRODUCER_FENCED as INVALID_PRODUCER_EPOCH)
+        or its unavailability for the others. Reads only."""
+        coordinator = self._coordinator_of(transactional_id)
+        if coordinator is None:
+            codes = dict.fromkeys(partitions, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        elif coordinator == self.node_id and self.local_verify is not None:
+            codes = self.local_verify(transactional_id, producer_id, producer_epoch, partitions)
+        else:
+            codes = await self._remote(coordinator, transactional_id, producer_id, producer_epoch, partitions,
+                                       verify_only=True)
+        return {tp: ErrorCode.INVALID_PRODUCER_EPOCH if code == ErrorCode.PRODUCER_FENCED else code
+                for tp, code in codes.items()}
+
     async def _add_once(self, transactional_id: str, producer_id: int, producer_epoch: int,
                         partitions: Sequence[TopicPartition]) -> ErrorCode:
         coordinator = self._coordinator_of(transactional_id)
@@ -76,12 +98,22 @@ class PartitionAdder:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         if coordinator == self.node_id:
             return await self.local(transactional_id, producer_id, producer_epoch, partitions)
+        codes = await self._remote(coordinator, transactional_id, producer_id, producer_epoch, partitions,
+                                   verify_only=False)
+        # One transaction, one decision: every partition gets the same code from the coordinator
+        # (or OPERATION_NOT_ATTEMPTED beside the one that failed).
+        failures = set(codes.values()) - {ErrorCode.NONE, ErrorCode.OPERATION_NOT_ATTEMPTED}
+        return min(failures) if failures else ErrorCode.NONE
+
+    async def _remote(self, coordinator: int, transactional_id: str, producer_id: int, producer_epoch: int,
+                      partitions: Sequence[TopicPartition], *, verify_only: bool) -> dict[TopicPartition, ErrorCode]:
+        """AddPartitionsToTxn v5 to another broker: an error code per partition."""
         by_topic: dict[str, list[int]] = {}
         for topic, index in partitions:
             by_topic.setdefault(topic, []).append(index)
         body = {"transactions": [{
             "transactional_id": transactional_id, "producer_id": producer_id, "producer_epoch": producer_epoch,
-            "verify_only": False, "topics": [{"name": t, "partitions": p} for t, p in by_topic.items()]}]}
+            "verify_only": verify_only, "topics": [{"name": t, "partitions": p} for t, p in by_topic.items()]}]}
         try:
             conn = await self._connection(coordinator)
             response = await conn.request(ApiKey.ADD_PARTITIONS_TO_TXN, body, ADD_VERSION,
@@ -89,17 +121,14 @@ class PartitionAdder:
         except (ClientError, OSError, TimeoutError) as exc:
             log.debug("AddPartitionsToTxn to broker %d failed: %s", coordinator, exc)
             await self._drop(coordinator)
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+            return dict.fromkeys(partitions, ErrorCode.COORDINATOR_NOT_AVAILABLE)
         top = ErrorCode(response.get("error_code", 0))
         if top != ErrorCode.NONE:
-            return top
-        codes = {ErrorCode(p["partition_error_code"]) for txn in response["results_by_transaction"]
-                 for t in txn["topic_results"] for p in t["results_by_partition"]}
-        failures = codes - {ErrorCode.NONE}
-        # One transaction, one decision: every partition gets the same code from the coordinator
-        # (or OPERATION_NOT_ATTEMPTED beside the one that failed).
-        failures.discard(ErrorCode.OPERATION_NOT_ATTEMPTED)
-        return min(failures) if failures else ErrorCode.NONE
+            return dict.fromkeys(partitions, top)
+        codes = {(t["name"], p["partition_index"]): ErrorCode(p["partition_error_code"])
+                 for txn in response["results_by_transaction"] for t in txn["topic_results"]
+                 for p in t["results_by_partition"]}
+        return {tp: codes.get(tp, ErrorCode.UNKNOWN_SERVER_ERROR) for tp in partitions}
 
     def _coordinator_of(self, transactional_id: str) -> int | None:
         image = self.image()

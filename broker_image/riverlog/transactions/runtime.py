@@ -64,7 +64,7 @@ class TransactionCoordinator(CoordinatorShell[TxnShard, _ShardHandle, TxnLogReco
         self.markers = MarkerChannel(node_id, config, lambda: self.controller.image, listener_name, local_markers)
         # Transaction version 2: partition leaders and group coordinators add partitions here.
         self.adder = PartitionAdder(node_id, lambda: self.controller.image, listener_name, self._add_locally,
-                                    config.marker_request_timeout_ms / 1000)
+                                    config.marker_request_timeout_ms / 1000, self._verify_locally)
         self._maintenance: asyncio.Task[None] | None = None
         # Told (committed, seconds from Prepare* written to Complete* written) per completed
         # transaction (metrics).
@@ -138,6 +138,15 @@ class TransactionCoordinator(CoordinatorShell[TxnShard, _ShardHandle, TxnLogReco
                 return await self.call(transactional_id, run)
             except NeedProducerId:
                 fresh = await self.controller.allocate_producer_id(self.node_id)
+
+    def _verify_locally(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                        partitions: Sequence[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
+        """KIP-890 part 1's verification, for a coordinator that is this broker."""
+        try:
+            shard = self.shard_for(transactional_id)
+        except KafkaError as exc:
+            return dict.fromkeys(partitions, exc.code)
+        return shard.verify_partitions(transactional_id, producer_id, producer_epoch, partitions)
 
     async def _add_locally(self, transactional_id: str, producer_id: int, producer_epoch: int,
                            partitions: Sequence[TopicPartition]) -> ErrorCode:

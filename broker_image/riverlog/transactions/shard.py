@@ -241,13 +241,21 @@ class TxnShard:
     def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
                           partitions: Iterable[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
         """AddPartitionsToTxn ``verify_only`` (KIP-890 part 1, from a partition leader): are these
-        partitions in the producer's open transaction? Reads only."""
+        partitions in the producer's open transaction? Reads only. As Kafka, a pending transition
+        is not looked at (partitions join the metadata once their add is durable, and the
+        leader's guard catches a transaction that ended meanwhile); one being completed
+        (Prepare*) is CONCURRENT_TRANSACTIONS, a partition not in it TRANSACTION_ABORTABLE."""
         txn = self.txns.get(transactional_id)
-        error = self._check_producer(txn, producer_id, producer_epoch)
-        if error != ErrorCode.NONE:
-            return {tp: error for tp in partitions}
-        assert txn is not None
-        return {tp: ErrorCode.NONE if tp in txn.partitions else ErrorCode.INVALID_TXN_STATE for tp in partitions}
+        if txn is None or txn.producer_id != producer_id:
+            error = ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        elif txn.producer_epoch != producer_epoch:
+            error = ErrorCode.PRODUCER_FENCED
+        elif txn.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+            error = ErrorCode.CONCURRENT_TRANSACTIONS
+        else:
+            return {tp: ErrorCode.NONE if tp in txn.partitions else ErrorCode.TRANSACTION_ABORTABLE
+                    for tp in partitions}
+        return dict.fromkeys(partitions, error)
 
     # EndTxn ------------------------------------------------------------------------------
 
