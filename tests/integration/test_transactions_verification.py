@@ -85,6 +85,24 @@ class Session:
             self.sequence[partition] += 1
         return code
 
+    async def commit_offsets(self, group: str, version: int) -> ErrorCode:
+        """TxnOffsetCommit of input offset 5 for ``group`` (whose coordinator is this broker)."""
+        found = await self.until_done(ApiKey.FIND_COORDINATOR, {"key_type": 0, "coordinator_keys": [group]}, 4,
+                                      lambda a: a["coordinators"][0]["error_code"])
+        assert found["coordinators"][0]["error_code"] == ErrorCode.NONE, found
+        answer = await self.until_done(ApiKey.TXN_OFFSET_COMMIT, {
+            "transactional_id": self.tid, "group_id": group, "producer_id": self.pid, "producer_epoch": self.epoch,
+            "topics": [{"name": TOPIC, "partitions": [{"partition_index": 0, "committed_offset": 5,
+                                                        "committed_metadata": ""}]}]}, version,
+            lambda a: a["topics"][0]["partitions"][0]["error_code"])
+        return ErrorCode(answer["topics"][0]["partitions"][0]["error_code"])
+
+    async def add_offsets(self, group: str) -> None:
+        answer = await self.until_done(ApiKey.ADD_OFFSETS_TO_TXN, {
+            "transactional_id": self.tid, "producer_id": self.pid, "producer_epoch": self.epoch, "group_id": group},
+            3, lambda a: a["error_code"])
+        assert answer["error_code"] == ErrorCode.NONE, answer
+
     async def end(self, committed: bool) -> None:
         answer = await self.until_done(ApiKey.END_TXN, {
             "transactional_id": self.tid, "producer_id": self.pid, "producer_epoch": self.epoch,
@@ -150,3 +168,24 @@ def test_a_late_write_of_an_aborted_transaction_does_not_open_a_new_one(broker: 
     committed = end_offsets(broker.bootstrap, {TOPIC: 2}, READ_COMMITTED)
     everything = end_offsets(broker.bootstrap, {TOPIC: 2}, "read_uncommitted")
     assert committed[(TOPIC, 0)] == everything[(TOPIC, 0)]  # no transaction left hanging
+
+
+def test_offsets_for_a_group_the_transaction_never_added_are_refused(broker: BrokerProcess) -> None:
+    """The same check for TxnOffsetCommit: offsets of a group whose partition the transaction did
+    not add (no AddOffsetsToTxn) would stay pending forever and hold the group's consumers back
+    (OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT)."""
+
+    async def scenario(s: Session) -> tuple[ErrorCode, ...]:
+        await s.add(0)
+        assert await s.produce(0, b"in", 10) == ErrorCode.NONE
+        stray_v3 = await s.commit_offsets("verify-group", 3)
+        stray_v4 = await s.commit_offsets("verify-group", 4)
+        await s.add_offsets("verify-group")
+        added = await s.commit_offsets("verify-group", 3)
+        await s.end(committed=True)
+        return stray_v3, stray_v4, added
+
+    stray_v3, stray_v4, added = run(broker, scenario, "verify-offsets")
+    assert stray_v3 == ErrorCode.INVALID_TXN_STATE
+    assert stray_v4 == ErrorCode.TRANSACTION_ABORTABLE
+    assert added == ErrorCode.NONE

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -391,6 +391,16 @@ class _Coordinator:
 class _Broker:
     image: _Image
     coordinator: _Coordinator
+    config: _Config = field(default_factory=lambda: _Config())
+
+
+class _Config:
+    """Transaction verification (KIP-890) off: these handler tests have no transaction
+    coordinator (test_transactions_verification covers it on the wire)."""
+
+    def get_bool(self, key: str) -> bool:
+        assert key == "transaction.partition.verification.enable"
+        return False
 
 
 @dataclass

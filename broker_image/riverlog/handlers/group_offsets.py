@@ -9,6 +9,7 @@ and generations and stores the offsets in ``__consumer_offsets``.
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..controller.topic_names import GROUP_METADATA_TOPIC
@@ -20,10 +21,13 @@ from ..transactions.partition_adder import UNAVAILABLE
 from .common import Body, resolve_topic, unknown_topic_code
 
 if TYPE_CHECKING:
+    from ..cluster.partition import Partition
     from .host import BrokerHost
 
 TOPIC_IDS_FROM_VERSION = 10  # OffsetCommit and OffsetFetch v10 name topics by id
 TXN_V2_FROM_VERSION = 5  # TxnOffsetCommit from a transaction version 2 producer (KIP-890 part 2)
+ABORTABLE_FROM_VERSION = 4  # the first TxnOffsetCommit version that knows TRANSACTION_ABORTABLE
+VERIFICATION_ENABLE = "transaction.partition.verification.enable"
 # How long CONCURRENT_TRANSACTIONS from the transaction coordinator is retried before the
 # client is told to retry (the markers of its last transaction are usually written by then).
 TXN_V2_CONCURRENT_WINDOW_S = 5.0
@@ -117,8 +121,8 @@ async def handle_txn_offset_commit(broker: BrokerHost, ctx: RequestContext, req:
     if valid and not req["group_id"]:
         answers.merge([(name, [(p.partition, ErrorCode.INVALID_GROUP_ID) for p in parts]) for name, parts in valid],
                       {})
-    elif valid and (added := await _add_offsets_partition(broker, req, ctx.version)) != ErrorCode.NONE:
-        answers.merge([(name, [(p.partition, added) for p in parts]) for name, parts in valid], {})
+    elif valid and (joined := await _join_transaction(broker, req, ctx.version)).error != ErrorCode.NONE:
+        answers.merge([(name, [(p.partition, joined.error) for p in parts]) for name, parts in valid], {})
     elif valid:
         request = TxnCommitRequest(
             transactional_id=req["transactional_id"], group_id=req["group_id"], producer_id=req["producer_id"],
@@ -127,6 +131,10 @@ async def handle_txn_offset_commit(broker: BrokerHost, ctx: RequestContext, req:
             topics=tuple(valid), version=ctx.version,
         )
         try:
+            if not joined.holds():
+                # A marker ended the transaction while its coordinator was asked (the call
+                # below appends before it awaits, so nothing can end it in between).
+                raise KafkaError("not part of an ongoing transaction", ErrorCode.INVALID_TXN_STATE)
             body = await broker.coordinator.call(request.group_id,
                                                  lambda s, token: s.commit_txn_offsets(token, request))
             answers.merge(body["topics"], {})
@@ -136,22 +144,57 @@ async def handle_txn_offset_commit(broker: BrokerHost, ctx: RequestContext, req:
     return {"throttle_time_ms": 0, "topics": topics}
 
 
-async def _add_offsets_partition(broker: BrokerHost, req: Body, version: int) -> ErrorCode:
-    """TxnOffsetCommit v5 comes from a transaction version 2 producer, which sends no
-    AddOffsetsToTxn: the group's ``__consumer_offsets`` partition is added to its transaction
-    here first, as Kafka's group coordinator does. The coordinator's unavailability becomes
-    COORDINATOR_NOT_AVAILABLE, and CONCURRENT_TRANSACTIONS (the last transaction's markers still
-    under way), once it has lasted, COORDINATOR_LOAD_IN_PROGRESS: both retried by the client."""
-    if version < TXN_V2_FROM_VERSION or not req["transactional_id"]:
-        return ErrorCode.NONE
+@dataclass
+class _Joined:
+    """The outcome of asking the transaction coordinator about the offsets partition."""
+
+    error: ErrorCode = ErrorCode.NONE
+    partition: Partition | None = None
+    guard: tuple[int, object] | None = None
+
+    def holds(self) -> bool:
+        return self.guard is None or self.partition is None or self.partition.txn_verification_holds(*self.guard)
+
+
+async def _join_transaction(broker: BrokerHost, req: Body, version: int) -> _Joined:
+    """Before transactional offsets are written to the group's ``__consumer_offsets`` partition
+    (unless the producer's transaction is already open there), ask the transaction
+    coordinator, as Kafka's group coordinator does: TxnOffsetCommit v5 comes from a transaction
+    version 2 producer, which sends no AddOffsetsToTxn, so the partition is added (KIP-890 part
+    2); an older one's is verified to be in the transaction (part 1,
+    ``transaction.partition.verification.enable``). The partition's verification guard must
+    still be there at the write. The coordinator's unavailability becomes COORDINATOR_NOT_AVAILABLE
+    and CONCURRENT_TRANSACTIONS (the last transaction's markers still under way), once it has
+    lasted, COORDINATOR_LOAD_IN_PROGRESS, both retried by clients; not in the transaction is
+    INVALID_TXN_STATE (TRANSACTION_ABORTABLE from v4)."""
+    transactional_id = req["transactional_id"]
+    version_2 = version >= TXN_V2_FROM_VERSION
+    if not transactional_id or not (version_2 or broker.config.get_bool(VERIFICATION_ENABLE)):
+        return _Joined()
     offsets_partition = (GROUP_METADATA_TOPIC, broker.coordinator.partition_for(req["group_id"]))
-    code = await broker.transactions.adder.add(req["transactional_id"], req["producer_id"], req["producer_epoch"],
-                                               [offsets_partition], retry_window_s=TXN_V2_CONCURRENT_WINDOW_S)
+    producer_id, producer_epoch = req["producer_id"], req["producer_epoch"]
+    try:
+        partition = broker.replicas.leader_partition(*offsets_partition)
+    except KafkaError:
+        return _Joined()  # not the group's coordinator: the commit itself answers
+    entry = partition.log.producers.producers.get(producer_id)
+    if entry is not None and entry.epoch == producer_epoch and entry.current_txn_first_offset >= 0:
+        return _Joined()  # the transaction is already open there
+    guard = (producer_id, partition.start_txn_verification(producer_id, producer_epoch, version_2))
+    adder = broker.transactions.adder
+    if version_2:
+        code = await adder.add(transactional_id, producer_id, producer_epoch, [offsets_partition],
+                               retry_window_s=TXN_V2_CONCURRENT_WINDOW_S)
+    else:
+        code = (await adder.verify(transactional_id, producer_id, producer_epoch, [offsets_partition]))[
+            offsets_partition]
     if code in UNAVAILABLE:
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE
-    if code == ErrorCode.CONCURRENT_TRANSACTIONS:
-        return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-    return code
+        code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+    elif code == ErrorCode.CONCURRENT_TRANSACTIONS:
+        code = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    elif code in (ErrorCode.TRANSACTION_ABORTABLE, ErrorCode.INVALID_TXN_STATE):
+        code = ErrorCode.TRANSACTION_ABORTABLE if version >= ABORTABLE_FROM_VERSION else ErrorCode.INVALID_TXN_STATE
+    return _Joined(code, partition, guard)
 
 
 # OffsetFetch ----------------------------------------------------------------------------
