@@ -136,6 +136,28 @@ def test_marker_checks(tmp_path: Path) -> None:
     log.close()
 
 
+def test_transaction_version_2_markers_must_carry_a_bumped_epoch(tmp_path: Path) -> None:
+    """Kafka 4.2's rule for markers of version 2 transactions (WriteTxnMarkers v2): the
+    coordinator bumped the epoch at the transaction's end, so a marker at the data's epoch or
+    below is stale; writing the same marker again (no transaction open) is a harmless retry."""
+    log = open_log(tmp_path)
+
+    def v2_marker(epoch: int, committed: bool = True) -> int:
+        return log.append_txn_marker(producer_id=PID, producer_epoch=epoch, coordinator_epoch=0, committed=committed,
+                                     leader_epoch=0, now_ms=NOW, transaction_version=2).first_offset
+
+    append(log, txn_batch(0, epoch=3))
+    expect_error(lambda: v2_marker(3), ErrorCode.INVALID_PRODUCER_EPOCH)  # not above the data's epoch
+    v2_marker(4)
+    v2_marker(4)  # a retry once the transaction is closed
+    # The next transaction runs at epoch 4; a marker at 4 is stale again while it is open.
+    append(log, txn_batch(0, epoch=4))
+    expect_error(lambda: v2_marker(4, committed=False), ErrorCode.INVALID_PRODUCER_EPOCH)
+    # The classic rule (version 0/1 markers) only refuses older epochs.
+    marker(log, committed=False, epoch=4)
+    log.close()
+
+
 def test_marker_without_an_open_transaction_completes_nothing(tmp_path: Path) -> None:
     log = open_log(tmp_path)
     marker(log, committed=False)

@@ -221,7 +221,7 @@ class Partition:
             del self._txn_verifications[producer_id]
 
     def append_txn_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int, committed: bool,
-                          *, now_ms: int) -> AppendInfo:
+                          *, now_ms: int, transaction_version: int = 0) -> AppendInfo:
         """Write a transaction marker (WriteTxnMarkers, which Kafka appends with acks=all: the
         caller waits for the high watermark to pass ``last_offset``)."""
         self._marker_ends_verification(producer_id, producer_epoch)
@@ -229,6 +229,7 @@ class Partition:
         info = self.log.append_txn_marker(
             producer_id=producer_id, producer_epoch=producer_epoch, coordinator_epoch=coordinator_epoch,
             committed=committed, leader_epoch=self.leader_epoch, now_ms=now_ms,
+            transaction_version=transaction_version,
         )
         self._after_append(now_ms)
         return info

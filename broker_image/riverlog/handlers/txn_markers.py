@@ -57,7 +57,7 @@ async def write_txn_markers(broker: BrokerHost, req: Body, *,
                     partition = broker.replicas.leader_partition(name, index)
                     info = partition.append_txn_marker(
                         producer_id, marker["producer_epoch"], marker["coordinator_epoch"], committed,
-                        now_ms=timestamp)
+                        now_ms=timestamp, transaction_version=marker.get("transaction_version", 0))
                 except KafkaError as exc:
                     result["error_code"] = exc.code
                     continue

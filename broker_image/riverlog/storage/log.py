@@ -218,10 +218,12 @@ class Log:
         committed: bool,
         leader_epoch: int,
         now_ms: int,
+        transaction_version: int = 0,
     ) -> AppendInfo:
         """Write the marker ending ``producer_id``'s transaction (WriteTxnMarkers), after Kafka's
-        checks: INVALID_PRODUCER_EPOCH for an older producer epoch, TRANSACTION_COORDINATOR_FENCED
-        for an older coordinator epoch than the previous marker's."""
+        checks: INVALID_PRODUCER_EPOCH for an older producer epoch (for a transaction version 2
+        marker, one not above the producer's epoch), TRANSACTION_COORDINATOR_FENCED for an older
+        coordinator epoch than the previous marker's."""
         batch = build_txn_marker(
             producer_id=producer_id,
             producer_epoch=producer_epoch,
@@ -229,7 +231,8 @@ class Log:
             committed=committed,
             timestamp=now_ms,
         )
-        return self.append_as_leader(batch, leader_epoch=leader_epoch, now_ms=now_ms, allow_control=True)
+        return self.append_as_leader(batch, leader_epoch=leader_epoch, now_ms=now_ms, allow_control=True,
+                                     marker_transaction_version=transaction_version)
 
     def _index_completed(self, completed: list[CompletedTxn]) -> None:
         """After a write: aborted transactions go into the index of the segment holding their
@@ -260,6 +263,7 @@ class Log:
         now_ms: int,
         allow_control: bool = False,
         from_coordinator: bool = False,
+        marker_transaction_version: int = 0,
     ) -> AppendInfo:
         """Validate, assign offsets, check idempotence, write. All or nothing per request.
 
@@ -301,7 +305,8 @@ class Log:
             for header in headers:
                 marker = markers.get(header.position)
                 if marker is not None:
-                    self.producers.check_marker(header.producer_id, header.producer_epoch, marker, pending)
+                    self.producers.check_marker(header.producer_id, header.producer_epoch, marker, pending,
+                                                marker_transaction_version)
                     entry = self.producers.pending_entry(header.producer_id, pending, header.producer_epoch)
                     txn = entry.record(header, next_offset, next_offset + header.last_offset_delta, -1, marker)
                     if txn is not None:

@@ -145,6 +145,9 @@ class ProducerEntry:
         return None
 
 
+MAX_PRODUCER_EPOCH = 32767  # Java's Short.MAX_VALUE
+
+
 def in_sequence(last_seq: int, next_seq: int) -> bool:
     return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == INT32_MAX)
 
@@ -206,14 +209,24 @@ class ProducerStateManager:
         return None
 
     def check_marker(
-        self, producer_id: int, producer_epoch: int, marker: TxnMarker, pending: dict[int, ProducerEntry]
+        self, producer_id: int, producer_epoch: int, marker: TxnMarker, pending: dict[int, ProducerEntry],
+        transaction_version: int = 0,
     ) -> None:
         """Kafka's checks of a transaction marker: not for an older producer epoch, not from an
-        older coordinator than the last marker's."""
+        older coordinator than the last marker's. A transaction version 2 marker (WriteTxnMarkers
+        v2, Kafka 4.2's rule) carries the epoch its coordinator bumped at the transaction's end,
+        so it must be above the producer's epoch here, unless it repeats one already written
+        (same epoch, no transaction open) or the epoch is the last one."""
         entry = pending.get(producer_id) or self.producers.get(producer_id)
         if entry is None:
             return
-        if producer_epoch < entry.epoch:
+        if transaction_version >= 2:
+            repeat = producer_epoch == entry.epoch and (entry.current_txn_first_offset < 0
+                                                        or producer_epoch == MAX_PRODUCER_EPOCH)
+            stale = producer_epoch <= entry.epoch and not repeat
+        else:
+            stale = producer_epoch < entry.epoch
+        if stale:
             raise KafkaError(
                 f"marker for producer {producer_id} epoch {producer_epoch} is older than {entry.epoch}",
                 ErrorCode.INVALID_PRODUCER_EPOCH,
