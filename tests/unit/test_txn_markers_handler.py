@@ -190,14 +190,15 @@ def test_fetch_isolation_levels(tmp_path: Path) -> None:
         p.append(txn_data(), acks=1, now_ms=NOW)
         lso, aborted, uncommitted_size = await fetch(0)
         assert (lso, aborted) == (1, None) and uncommitted_size > 0
+        # No aborted transaction to tell of: null (clients read it as an empty list).
         lso, aborted, committed_size = await fetch(1)
-        assert (lso, aborted) == (1, []) and 0 < committed_size < uncommitted_size
-        assert await fetch(1, 1) == (1, [], 0)  # blocked at the open transaction
+        assert (lso, aborted) == (1, None) and 0 < committed_size < uncommitted_size
+        assert await fetch(1, 1) == (1, None, 0)  # blocked at the open transaction
         p.append_txn_marker(PID, 0, 1, False, now_ms=NOW)
         lso, aborted, size = await fetch(1, 1)
         assert lso == 3 and aborted == [{"producer_id": PID, "first_offset": 1}] and size > 0
         lso, aborted, size = await fetch(1, 3)
-        assert (lso, aborted, size) == (3, [], 0)
+        assert (lso, aborted, size) == (3, None, 0)
 
     asyncio.run(main())
 

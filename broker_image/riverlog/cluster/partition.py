@@ -320,14 +320,17 @@ class Partition:
     # Reads -------------------------------------------------------------------------------
 
     def read(self, offset: int, max_bytes: int, *, replica: bool = False, min_one_batch: bool = True,
-             read_committed: bool = False) -> ReadInfo:
+             read_committed: bool = False, last_stable_offset: int | None = None) -> ReadInfo:
         # Consumers see only committed data (below the high watermark), read_committed ones only
-        # data below the last stable offset; followers read to the end. A read_committed fetch
-        # waiting for the LSO is woken by what moves it: a marker's append or the high watermark.
+        # data below the last stable offset (``last_stable_offset`` if the caller has it already);
+        # followers read to the end. A read_committed fetch waiting for the LSO is woken by what
+        # moves it: a marker's append or the high watermark.
         if replica:
             limit = self.log.log_end_offset
+        elif read_committed:
+            limit = self.last_stable_offset if last_stable_offset is None else last_stable_offset
         else:
-            limit = self.last_stable_offset if read_committed else self.high_watermark
+            limit = self.high_watermark
         return self.log.read(offset, max_bytes, max_offset=limit, min_one_batch=min_one_batch)
 
     def diverging_epoch(self, last_fetched_epoch: int, fetch_offset: int) -> tuple[int, int] | None:

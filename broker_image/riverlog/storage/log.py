@@ -195,6 +195,12 @@ class Log:
     def last_stable_offset(self) -> int:
         """Kafka's LSO: the first offset of the earliest transaction not yet complete and
         replicated, capped by the high watermark. read_committed consumers read below it."""
+        producers = self.producers
+        if not producers.ongoing and not producers.unreplicated:
+            # The common case, asked for every partition of every fetch answer: no transaction
+            # is open or unreplicated. Both are changed only by appends and truncations on the
+            # event loop, which is where this is asked, so no lock is needed to see them.
+            return self.high_watermark
         with self._lock:
             first = self.producers.first_unstable_offset(self.high_watermark)
             return self.high_watermark if first is None else min(first, self.high_watermark)

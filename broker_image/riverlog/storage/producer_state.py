@@ -282,8 +282,10 @@ class ProducerStateManager:
         forgotten here."""
         if self.unreplicated:
             self.unreplicated = [t for t in self.unreplicated if t.last_offset >= high_watermark]
+        if not self.ongoing and not self.unreplicated:
+            return None
         firsts = [*self.ongoing.values(), *(t.first_offset for t in self.unreplicated)]
-        return min(firsts) if firsts else None
+        return min(firsts)
 
     def last_stable_offset_after(self, completed: CompletedTxn) -> int:
         """Kafka's LSO recorded in an aborted transaction's index entry: the first offset of the
