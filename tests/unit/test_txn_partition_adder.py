@@ -16,6 +16,7 @@ from riverlog.cluster.partition import Partition
 from riverlog.controller.image import MetadataImage
 from riverlog.controller.records import Endpoint, PartitionRecord, Record, RegisterBrokerRecord, TopicRecord
 from riverlog.protocol.errors import ErrorCode
+from riverlog.protocol.record_batch import NewRecord, build_batch
 from riverlog.storage import Log, LogConfig
 from riverlog.transactions.partition_adder import PartitionAdder
 from riverlog.transactions.placement import TRANSACTION_STATE_TOPIC, partition_for
@@ -123,3 +124,13 @@ def test_losing_leadership_drops_verifications(partition: Partition) -> None:
     guard = partition.start_txn_verification(7, 0, False)
     partition.become_follower(2, 2, 1, (1, 2), (1, 2))
     assert not partition.txn_verification_holds(7, guard)
+
+
+def test_has_open_transaction_needs_the_same_producer_and_epoch(partition: Partition) -> None:
+    batch = build_batch([NewRecord(b"v", b"k", [], 0)], producer_id=7, producer_epoch=1, base_sequence=0,
+                        transactional=True)
+    partition.append(memoryview(batch), acks=1, now_ms=0)
+    assert partition.has_open_transaction(7, 1)
+    assert not partition.has_open_transaction(7, 2) and not partition.has_open_transaction(8, 1)
+    partition.append_txn_marker(7, 1, 0, True, now_ms=0)
+    assert not partition.has_open_transaction(7, 1)

@@ -205,6 +205,12 @@ class Partition:
         self._after_append(now_ms)
         return info
 
+    def has_open_transaction(self, producer_id: int, producer_epoch: int) -> bool:
+        """Is a transaction of this producer and epoch open here? (Then its coordinator need not
+        be asked again before the producer's next transactional write.)"""
+        entry = self.log.producers.producers.get(producer_id)
+        return entry is not None and entry.epoch == producer_epoch and entry.current_txn_first_offset >= 0
+
     def start_txn_verification(self, producer_id: int, producer_epoch: int, version_2: bool) -> object:
         """A new guard for the producer's next transactional append here (see above)."""
         guard = object()

@@ -177,8 +177,7 @@ async def _join_transaction(broker: BrokerHost, req: Body, version: int) -> _Joi
         partition = broker.replicas.leader_partition(*offsets_partition)
     except KafkaError:
         return _Joined()  # not the group's coordinator: the commit itself answers
-    entry = partition.log.producers.producers.get(producer_id)
-    if entry is not None and entry.epoch == producer_epoch and entry.current_txn_first_offset >= 0:
+    if partition.has_open_transaction(producer_id, producer_epoch):
         return _Joined()  # the transaction is already open there
     guard = (producer_id, partition.start_txn_verification(producer_id, producer_epoch, version_2))
     adder = broker.transactions.adder

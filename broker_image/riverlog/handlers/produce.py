@@ -160,8 +160,7 @@ async def _check_transaction(broker: BrokerHost, req: Body, version: int) -> _Tx
             header = read_header(records)
             if not header.is_transactional or header.is_control:
                 continue
-            entry = partition.log.producers.producers.get(header.producer_id)
-            if entry is not None and entry.epoch == header.producer_epoch and entry.current_txn_first_offset >= 0:
+            if partition.has_open_transaction(header.producer_id, header.producer_epoch):
                 continue  # its transaction is already open here
             tp = (topic.name, pd["index"])
             wanted.append(tp)
