@@ -97,10 +97,18 @@ def produce_to_each(bootstrap: str, topic: str, partitions: int, *, acks: str, t
     the metadata asynchronously); an acks=all write to each shows that all of it is in place."""
     producer = Producer({**PRODUCER_BASE, "bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 5})
     value = payload(64)
+    errors: list[str] = []
+
+    def delivered(err: Any, msg: Any) -> None:
+        if err is not None:
+            errors.append(f"{topic}-{msg.partition()}: {err}")
+
     for p in range(partitions):
-        producer.produce(topic, value=value, partition=p)
+        producer.produce(topic, value=value, partition=p, on_delivery=delivered)
     if producer.flush(timeout):
         raise TimeoutError(f"not every partition of {topic} acknowledged a record within {timeout:.0f}s")
+    if errors:
+        raise RuntimeError(f"{len(errors)} partitions of {topic} refused a record: {errors[:3]}")
 
 
 def consume_all(bootstrap: str, topic: str, partitions: int, count: int, timeout: float = 900.0) -> float:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from pathlib import Path
 
@@ -281,6 +282,23 @@ def test_local_controller_fences_brokers_whose_heartbeats_stop(tmp_path: Path) -
         await controller.heartbeat(2, epochs[2])
         assert await controller.fence_expired(100) == [1]
         assert controller.image.brokers[1].fenced and not controller.image.brokers[2].fenced
+
+    asyncio.run(scenario())
+
+
+def test_a_blocked_event_loop_is_not_counted_as_silence(tmp_path: Path) -> None:
+    # The loop was blocked (a 1,000-partition topic applied at once): heartbeats sat unread in
+    # their sockets, so the stall is excused and nobody is fenced; silence beyond it still is.
+    async def scenario() -> None:
+        controller = LocalController(tmp_path / "meta", 1, "cid")
+        controller.replay()
+        epoch = await controller.register_broker(1, "i1", endpoint(1), None)
+        await controller.heartbeat(1, epoch)
+        time.sleep(0.15)  # blocks the loop, as a long synchronous image apply does
+        controller.excuse_stall(0.15)
+        assert await controller.fence_expired(100) == []
+        await asyncio.sleep(0.15)
+        assert await controller.fence_expired(100) == [1]
 
     asyncio.run(scenario())
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import resource
 import sys
 from pathlib import Path
 
@@ -51,6 +52,19 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def raise_open_files_limit() -> None:
+    """Take the hard open-files limit as the soft one, as the JVM does for Kafka (MaxFDLimit): a
+    broker holds a descriptor per log segment, and the soft default (often 1,024) runs out at a
+    few hundred partitions."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = 1 << 20 if hard == resource.RLIM_INFINITY else hard
+    if soft != resource.RLIM_INFINITY and soft < target:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        except (ValueError, OSError) as exc:
+            log.warning("could not raise the open-files limit from %d to %d: %s", soft, target, exc)
+
+
 def run_broker(config: BrokerConfig) -> None:
     """The process entry point: one node in the foreground until SIGTERM/SIGINT. A node with the
     broker role is a ``Broker``; ``process.roles=controller`` alone is a dedicated controller."""
@@ -61,6 +75,7 @@ def run_broker(config: BrokerConfig) -> None:
     except ImportError:  # pragma: no cover - uvloop is a pinned dependency
         pass
     Path(config.log_dirs[0]).mkdir(parents=True, exist_ok=True)
+    raise_open_files_limit()
     # Imported here, not at the top: the other CLI commands (clients) never load the broker.
     if "broker" not in config.process_roles:
         from ..controller_node import ControllerNode

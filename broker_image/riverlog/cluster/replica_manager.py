@@ -20,6 +20,7 @@ partition's maximal ISR keeps the high watermark safe while one is pending.
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import os
 import shutil
@@ -223,6 +224,13 @@ class ReplicaManager:
             except (OSError, KafkaError) as exc:
                 if isinstance(exc, KafkaError) and exc.code != ErrorCode.KAFKA_STORAGE_ERROR:
                     raise
+                if isinstance(exc, OSError) and exc.errno in (errno.EMFILE, errno.ENFILE):
+                    # The process ran out of descriptors, the disk is fine: this partition
+                    # alone is unavailable, and the operator is told the fix.
+                    log.error("%s-%d is unavailable on this broker: %s. Raise the open-files limit "
+                              "(ulimit -n, LimitNOFILE, or the container's nofile) and restart the broker.",
+                              topic.name, part.partition, exc.strerror)
+                    return Log.unavailable(directory, config)
                 self.log_dirs.fail(home, f"{exc} opening {name}")
                 continue
             log_obj.on_io_error = self._on_log_io_error

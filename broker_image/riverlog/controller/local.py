@@ -193,6 +193,13 @@ class LocalController:
             await self.commit(partition_ops.fence_broker(self.image, broker_id,
                                                          unclean_default=self.unclean_leader_election))
 
+    def excuse_stall(self, seconds: float) -> None:
+        """The event loop was blocked for ``seconds`` (a large metadata change applied at once):
+        no heartbeat could be read meanwhile, so that time does not count as any broker's silence.
+        Without this a co-located broker was fenced by its own controller after every stall."""
+        for broker_id in self.last_heartbeat:
+            self.last_heartbeat[broker_id] += seconds
+
     async def fence_expired(self, session_timeout_ms: int) -> list[int]:
         """Fence live brokers whose last heartbeat is older than the session timeout (Kafka's
         ``broker.session.timeout.ms``); returns their ids. Whoever owns the controller calls it

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 
 DAY_MS = 24 * 3600 * 1000
 LONG_MAX = (1 << 63) - 1
+
+
+@functools.lru_cache(maxsize=64)
+def _policies(cleanup_policy: str) -> frozenset[str]:
+    # Parsed once per spelling: the cleaner and retention ask every partition's log, often.
+    return frozenset(p.strip() for p in cleanup_policy.split(","))
 
 
 @dataclass
@@ -40,12 +47,12 @@ class LogConfig:
     @property
     def deletes(self) -> bool:
         """Whether retention applies: cleanup.policy is a list that may hold "delete" and/or "compact"."""
-        return "delete" in (p.strip() for p in self.cleanup_policy.split(","))
+        return "delete" in _policies(self.cleanup_policy)
 
     @property
     def compacts(self) -> bool:
         """Whether the log cleaner keeps only the latest record per key (cleanup.policy "compact")."""
-        return "compact" in (p.strip() for p in self.cleanup_policy.split(","))
+        return "compact" in _policies(self.cleanup_policy)
 
     @property
     def roll_ms(self) -> int:

@@ -25,6 +25,7 @@ class LeaderEpochCache:
     def __init__(self, directory: Path) -> None:
         self.path = directory / CHECKPOINT_NAME
         self.entries: list[tuple[int, int]] = []  # (epoch, start offset), both increasing
+        self._unsynced = True  # the first flush syncs whatever the file holds
 
     def load(self) -> bool:
         """Read the checkpoint; False if it is missing or malformed (the log then rebuilds it)."""
@@ -52,9 +53,20 @@ class LeaderEpochCache:
     def write(self, *, sync: bool = False) -> None:
         lines = ["0", str(len(self.entries)), *(f"{e} {o}" for e, o in self.entries)]
         atomic_write(self.path, ("\n".join(lines) + "\n").encode(), sync=sync)
+        # Marked after the rename: a flush racing with the write syncs the new file or, having
+        # cleared the mark first, leaves it for the next flush. (Writes hold the log's lock.)
+        self._unsynced = not sync
 
-    def flush(self) -> None:
+    def mark_synced(self) -> None:
+        self._unsynced = False
+
+    def flush(self) -> bool:
+        """fsync the file if written since the last flush; True if it did."""
+        if not self._unsynced:
+            return False
+        self._unsynced = False
         fsync_path(self.path)
+        return True
 
     @property
     def latest_epoch(self) -> int:

@@ -42,6 +42,7 @@ class SparseIndex:
         # flush() runs in a worker thread while the event loop may close the handle at a
         # segment roll; the lock keeps fsync from ever meeting a closed (or reused) descriptor.
         self._fd_lock = threading.Lock()
+        self._unsynced = True  # written since the last flush; a file just opened is synced once
 
     # --- loading ---
 
@@ -101,6 +102,7 @@ class SparseIndex:
     def _append_raw(self, key: int, value: int) -> None:
         self.load()
         pwrite_all(self._file(), self.entry.pack(key, value), len(self._keys) * self.entry.size)
+        self._unsynced = True
         self._keys.append(key)
         self._values.append(value)
 
@@ -111,20 +113,37 @@ class SparseIndex:
         del self._keys[count:]
         del self._values[count:]
         os.ftruncate(self._file(), count * self.entry.size)
+        self._unsynced = True
 
     def reset(self) -> None:
         """Drop every entry (before a rebuild)."""
         self._keys = array(self.key_type)
         self._values = array(self.value_type)
         self._loaded = True
-        os.ftruncate(self._file(), 0)
+        self._unsynced = True
+        with self._fd_lock:
+            if self._fd is not None:
+                os.ftruncate(self._fd, 0)
+                return
+        # No handle is kept: an empty index of a new (often idle) segment costs no descriptor
+        # until its first entry; holding three per partition ran 10,000 partitions into the
+        # usual open-files limit.
+        os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644))
 
-    def flush(self) -> None:
+    def flush(self) -> bool:
+        """fsync the file if written since the last flush; True if it did."""
+        if not self._unsynced:
+            return False
+        self._unsynced = False  # before the fsync: a racing write marks it again
         with self._fd_lock:
             if self._fd is not None:
                 os.fsync(self._fd)
-                return
+                return True
         fsync_path(self.path)
+        return True
+
+    def mark_synced(self) -> None:
+        self._unsynced = False
 
     def close_file(self) -> None:
         """Release the write handle (inactive segments rarely write their index again)."""

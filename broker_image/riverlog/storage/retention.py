@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Protocol
 
 from ..protocol.errors import ErrorCode, KafkaError
-from . import checkpoint
 from .config import LogConfig
 from .epoch_cache import LeaderEpochCache
 from .producer_state import ProducerStateManager
@@ -54,7 +53,7 @@ class RetainedLog(Protocol):
 
     def _check_open(self) -> None: ...
 
-    def _state(self) -> checkpoint.PartitionState: ...
+    def checkpoint_state(self) -> None: ...
 
     def _roll(self, new_base: int, now_ms: int) -> None: ...
 
@@ -74,7 +73,7 @@ def delete_records_before(log: RetainedLog, offset: int) -> int:
         if offset > log.log_start_offset:
             advance_log_start(log, offset)
             delete_old_segments(log, lambda seg, nxt: nxt is not None and nxt.base_offset <= offset, None)
-            checkpoint.write_state(log.directory, log._state(), sync=False)
+            log.checkpoint_state()
         return log.log_start_offset
 
 
@@ -111,7 +110,7 @@ def apply_retention(log: RetainedLog, now_ms: int) -> int:
         start = log.log_start_offset
         removed += delete_old_segments(log, lambda _s, nxt: nxt is not None and nxt.base_offset <= start, now_ms)
         if removed:
-            checkpoint.write_state(log.directory, log._state(), sync=False)
+            log.checkpoint_state()
         return removed
 
 

@@ -71,6 +71,9 @@ class LogSegment:
         self.indexes_checked = False
         self.inactive = False  # rolled: no more appends, its time index ends with the final max
         self.deleted = False
+        # Written since the last fsync (set after each write, cleared before each fsync); a
+        # segment just opened or created is synced once.
+        self._unsynced = True
 
     # --- life cycle ---
 
@@ -113,11 +116,22 @@ class LogSegment:
             self.rebuild_indexes(index_interval)
         self.indexes_checked = True
 
-    def flush(self) -> None:
-        os.fsync(self.fd)
-        self.offset_index.flush()
-        self.time_index.flush()
-        self.txn_index.flush()
+    def flush(self) -> bool:
+        """fsync what was written since the last flush (file and indexes); True if anything was."""
+        synced = self._unsynced
+        if synced:
+            # Cleared before the fsync: a write racing with it marks the segment again.
+            self._unsynced = False
+            os.fsync(self.fd)
+        synced = self.offset_index.flush() or synced
+        synced = self.time_index.flush() or synced
+        return self.txn_index.flush() or synced
+
+    def mark_synced(self) -> None:
+        """The log loader made everything durable (or, for a brand-new log, nothing needs to be)."""
+        self._unsynced = False
+        self.offset_index.mark_synced()
+        self.time_index.mark_synced()
 
     def on_become_inactive(self) -> None:
         """At roll or close: record the final max timestamp so a reopen finds it in the time index."""
@@ -188,7 +202,10 @@ class LogSegment:
     def append(self, data: memoryview | bytes, batches: list[AppendedBatch], index_interval: int) -> None:
         """Write already validated batches at the end and index them sparsely, as Kafka does."""
         start = self.size
-        pwrite_all(self.fd, data, start)
+        try:
+            pwrite_all(self.fd, data, start)
+        finally:
+            self._unsynced = True
         self._index_batches(start, batches, index_interval)
         self.size = start + len(data)
 
@@ -318,6 +335,7 @@ class LogSegment:
         original = os.fstat(self.fd).st_size
         if original > valid_end:
             os.ftruncate(self.fd, valid_end)
+            self._unsynced = True
         self.size = valid_end
         self.indexes_checked = True
         # Aborts whose marker was cut off go; the log loader re-adds any the crash lost.
@@ -386,6 +404,7 @@ class LogSegment:
         if header is None:
             return False
         os.ftruncate(self.fd, header.position)
+        self._unsynced = True
         self.size = header.position
         self.offset_index.truncate_to(header.base_offset)
         self.time_index.truncate_to(header.base_offset)

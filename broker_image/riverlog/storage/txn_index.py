@@ -98,11 +98,14 @@ class TransactionIndex:
         """Aborted transactions with data in [start_offset, end_offset)."""
         return [e for e in self.entries if e.last_offset >= start_offset and e.first_offset < end_offset]
 
-    def flush(self) -> None:
-        if self._dirty:
-            self._dirty = False
-            with contextlib.suppress(FileNotFoundError):
-                fsync_path(self.path)
+    def flush(self) -> bool:
+        """fsync the file if written since the last flush; True if it did."""
+        if not self._dirty:
+            return False
+        self._dirty = False
+        with contextlib.suppress(FileNotFoundError):
+            fsync_path(self.path)
+        return True
 
     def rename(self, new_path: Path) -> None:
         with contextlib.suppress(FileNotFoundError):

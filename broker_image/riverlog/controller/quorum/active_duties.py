@@ -23,6 +23,10 @@ from .forwarding import ControllerUnavailableError
 
 log = logging.getLogger(__name__)
 
+# A sleep that ends this much later than asked means the loop was blocked (not just scheduling
+# noise): the excess is excused from every broker's session.
+STALL_EXCUSED_S = 0.2
+
 
 class ActiveController(Protocol):
     """What the duties need of the controller they run for (a ``QuorumController``)."""
@@ -40,6 +44,8 @@ class ActiveController(Protocol):
     def is_active(self) -> bool: ...
 
     def begin_active_term(self) -> None: ...
+
+    def excuse_stall(self, seconds: float) -> None: ...
 
     async def fence_expired(self, session_timeout_ms: int) -> list[int]: ...
 
@@ -64,8 +70,14 @@ class ActiveDuties:
         blocks (the previous controller's may be partly handed out)."""
         controller = self.controller
         interval = max(0.05, min(controller.session_timeout_ms / 6000, controller.heartbeat_interval_ms / 5000))
+        loop = asyncio.get_running_loop()
         while True:
+            before = loop.time()
             await asyncio.sleep(interval)
+            # Woken late: the loop was blocked, and heartbeats waited unread in their sockets.
+            stall = loop.time() - before - interval
+            if stall > STALL_EXCUSED_S:
+                controller.excuse_stall(stall)
             if not controller.is_active:
                 self._active_epoch = None
                 continue
