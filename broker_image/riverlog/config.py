@@ -15,7 +15,7 @@ from pathlib import Path
 from .config_refusals import SECURITY_PROTOCOLS, WHAT_TO_DO, parse_protocol_map, refusals
 
 ENV_PREFIX = "RIVERLOG_"
-SECRET_WORDS = ("password", "secret", "jaas", "token")
+SECRET_WORDS = ("password", "secret", "jaas", "token", "keystore.key")
 
 # Property -> default. Only properties Riverlog reads are listed; unknown keys are kept (so a
 # Kafka server.properties loads) and reported once at start-up.
@@ -141,7 +141,50 @@ DEFAULTS: dict[str, str] = {
     "broker.session.timeout.ms": "1500",
     "log.message.timestamp.before.max.ms": "9223372036854775807",
     "log.message.timestamp.after.max.ms": "3600000",
+    # TLS on SSL listeners (security/tls.py), Kafka's names; each may also be set for one listener
+    # as listener.name.<name>.<key>. Stores are PEM only, hence that default (Kafka's is JKS).
+    "ssl.keystore.type": "PEM",
+    "ssl.keystore.location": "",
+    "ssl.keystore.key": "",
+    "ssl.keystore.certificate.chain": "",
+    "ssl.keystore.password": "",
+    "ssl.key.password": "",
+    "ssl.truststore.type": "PEM",
+    "ssl.truststore.location": "",
+    "ssl.truststore.certificates": "",
+    "ssl.truststore.password": "",
+    "ssl.client.auth": "none",
+    "ssl.enabled.protocols": "TLSv1.2,TLSv1.3",
+    "ssl.protocol": "TLSv1.3",
+    "ssl.cipher.suites": "",
+    "ssl.principal.mapping.rules": "DEFAULT",
+    "ssl.endpoint.identification.algorithm": "https",
+    # Riverlog's own: how often TLS key and certificate files are checked for a rotation.
+    "ssl.file.reload.interval.ms": "30000",
+    # SASL on SASL_PLAINTEXT and SASL_SSL listeners (security/sasl_config.py), Kafka's names and
+    # defaults (GSSAPI is not served: a SASL listener names its mechanisms).
+    "sasl.enabled.mechanisms": "GSSAPI",
+    "connections.max.reauth.ms": "0",
+    "connection.failed.authentication.delay.ms": "100",
 }
+
+# Keys also read per listener, as listener.name.<name>.<key>.
+_LISTENER_KEYS = ("sasl.enabled.mechanisms", "connections.max.reauth.ms")
+
+LISTENER_SCOPED_PREFIX = "listener.name."
+
+
+def _known(key: str) -> bool:
+    """A key Riverlog reads: one of DEFAULTS, or one of them scoped to a listener."""
+    if key in DEFAULTS:
+        return True
+    if key.startswith(LISTENER_SCOPED_PREFIX):
+        _name, _, rest = key[len(LISTENER_SCOPED_PREFIX):].partition(".")
+        if (rest.startswith("ssl.") and rest in DEFAULTS) or rest in _LISTENER_KEYS:
+            return True
+        mechanism, _, jaas = rest.partition(".")
+        return jaas == "sasl.jaas.config" and mechanism in ("plain", "scram-sha-256", "scram-sha-512")
+    return False
 
 
 class ConfigError(ValueError):
@@ -250,7 +293,7 @@ class BrokerConfig:
         self.explicit = frozenset(props)  # keys the operator set, reported as STATIC_BROKER_CONFIG
         # Where each explicit key came from (a file, an environment variable, --set), when known.
         self.sources: dict[str, str] = dict(sources or {})
-        self.unknown = sorted(k for k in props if k not in DEFAULTS)
+        self.unknown = sorted(k for k in props if not _known(k))
         self._validate()
 
     @classmethod
@@ -358,6 +401,19 @@ class BrokerConfig:
         refused = refusals(self.props, self.explicit, names)
         if refused:
             raise ConfigError(f"unsupported security configuration: {', '.join(refused)}. {WHAT_TO_DO}")
+        # Node-to-node connections (replication, markers, the quorum) are plaintext for now: the
+        # inter-broker and controller listeners must be PLAINTEXT listeners this node has.
+        inter_broker = self.get("inter.broker.listener.name").strip().upper()
+        if "broker" in self.process_roles and inter_broker not in names:
+            raise ConfigError(f"inter.broker.listener.name={inter_broker} is not one of the listeners "
+                              f"({self.get('listeners')}); add a {inter_broker} listener or name another")
+        node_to_node = {inter_broker, *self._controller_listener_names()} & set(names)
+        for name in sorted(node_to_node):
+            if self.security_protocol(name) != "PLAINTEXT":
+                raise ConfigError(f"listener {name} carries node-to-node traffic (inter.broker.listener.name or "
+                                  f"controller.listener.names) and is {self.security_protocol(name)}: Riverlog's "
+                                  "nodes do not speak TLS to each other yet. Keep that listener PLAINTEXT on a "
+                                  "private interface and serve clients TLS on another listener.")
 
     def _validate_connection_limits(self) -> None:
         # Kafka's rules: the limits are ints of at least 0 (2147483647 = none), a per-IP limit of
@@ -430,6 +486,12 @@ class BrokerConfig:
 
     def listeners(self) -> list[Listener]:
         return parse_listeners(self.get("listeners"))
+
+    def security_protocol(self, listener: str) -> str:
+        """The listener's protocol, as Kafka resolves it: its listener.security.protocol.map
+        entry, or its own name when that is a protocol (validated at load)."""
+        protocol_map = parse_protocol_map(self.get("listener.security.protocol.map"))
+        return protocol_map.get(listener.upper()) or listener.upper()
 
     def client_listeners(self) -> list[Listener]:
         controller_names = self._controller_listener_names()

@@ -14,14 +14,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-# Kafka's security protocols; only PLAINTEXT is served today.
+# Kafka's security protocols, all served: TLS (security/tls.py), SASL (security/sasl_config.py).
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-SERVED_PROTOCOL = "PLAINTEXT"
+SERVED_PROTOCOLS = SECURITY_PROTOCOLS
 
-# Families of Kafka broker properties that configure TLS, authentication or authorization.
+# Families of Kafka broker properties that configure authentication or authorization Riverlog
+# does not have yet.
 REFUSED_PREFIXES = (
-    "ssl.",  # TLS: keystores, truststores, client authentication, protocols
-    "sasl.",  # authentication mechanisms and their JAAS settings
+    "sasl.oauthbearer.",  # OAUTHBEARER's token validation
+    "sasl.kerberos.",  # GSSAPI
+    "sasl.server.callback.handler.",  # custom credential checks (Java classes)
+    "sasl.login.",  # the broker's own login for inter-broker SASL
     "authorizer.",  # ACLs (authorizer.class.name)
     "delegation.token.",  # delegation tokens authenticate clients
     "principal.builder.",  # principal.builder.class: who a client is
@@ -30,10 +33,11 @@ REFUSED_NAMES = frozenset({
     "super.users",  # meaningful only with an authorizer
     "allow.everyone.if.no.acl.found",
     "security.inter.broker.protocol",  # checked for its value below
-    "connections.max.reauth.ms",  # SASL re-authentication
+    "sasl.mechanism.inter.broker.protocol",  # node-to-node traffic is PLAINTEXT for now
+    "sasl.mechanism.controller.protocol",
 })
 
-WHAT_TO_DO = ("Riverlog serves only PLAINTEXT listeners without authentication or ACLs for now, and "
+WHAT_TO_DO = ("Riverlog serves TLS and SASL PLAIN/SCRAM but not yet OAUTHBEARER, GSSAPI or ACLs, and "
               "will not serve plaintext to a configuration that asks for more. Remove these properties "
               "and run the broker on a trusted network (or behind a TLS-terminating proxy) until "
               "Riverlog supports them.")
@@ -68,15 +72,17 @@ def refusals(props: Mapping[str, str], explicit: frozenset[str], listener_names:
         if key.startswith(REFUSED_PREFIXES):
             found.append(key)
         elif key == "security.inter.broker.protocol":
-            if props[key].strip().upper() != SERVED_PROTOCOL:
+            if props[key].strip().upper() != "PLAINTEXT":
                 found.append(f"{key}={props[key]}")
         elif key in REFUSED_NAMES:
             found.append(key)
-        elif key.startswith("listener.name.") and any(part in key for part in (".ssl.", ".sasl.", "jaas")):
-            found.append(key)  # per-listener TLS or SASL settings
+        elif key.startswith("listener.name.") and any(part in key for part in (".sasl.oauthbearer.",
+                                                                              ".sasl.server.callback.",
+                                                                              ".sasl.login.", "gssapi")):
+            found.append(key)  # per-listener settings of what is not served
     protocol_map = parse_protocol_map(props.get("listener.security.protocol.map", ""))
     for name in listener_names:
         protocol = _listener_protocol(name, protocol_map)
-        if protocol is not None and protocol != SERVED_PROTOCOL:
+        if protocol is not None and protocol not in SERVED_PROTOCOLS:
             found.append(f"listener {name}" if name == protocol else f"listener {name} ({protocol})")
     return found

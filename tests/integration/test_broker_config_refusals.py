@@ -1,5 +1,6 @@
-"""`riverlog broker` as a user starts it: a configuration that asks for TLS, SASL or ACLs stops the
-process at once with a message naming every such property (it never listens, so nothing is
+"""`riverlog broker` as a user starts it: a configuration that asks for security Riverlog does not
+serve yet (ACLs, OAUTHBEARER) or a TLS listener whose files do not load stops the process at once
+with a message naming every such property (it never listens, so nothing is
 served in plaintext by mistake), and `--check-config` prints the effective configuration.
 
 These exercise Riverlog's own command line, whatever RIVERLOG_TEST_TARGET says.
@@ -29,34 +30,46 @@ def listening(port: int) -> bool:
         return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
-def test_a_sasl_ssl_broker_refuses_to_start_and_names_what_it_cannot_honour(tmp_path: Path) -> None:
+def test_a_broker_asking_for_what_riverlog_cannot_honour_refuses_to_start(tmp_path: Path) -> None:
     port, metrics_port = free_ports(2)
     properties = tmp_path / "server.properties"
     properties.write_text(
-        f"listeners=SASL_SSL://127.0.0.1:{port}\n"
+        f"listeners=PLAINTEXT://127.0.0.1:{port}\n"
         f"log.dirs={tmp_path / 'data'}\n"
-        "ssl.keystore.location=/etc/kafka/secrets/broker.keystore.jks\n"
-        "ssl.keystore.password=changeit\n"
-        "sasl.enabled.mechanisms=SCRAM-SHA-512\n"
+        "sasl.oauthbearer.jwks.endpoint.url=https://idp.example/jwks\n"
+        "super.users=User:admin\n"
         "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer\n")
     result = riverlog_broker("--config", str(properties), "--set", f"metrics.port={metrics_port}")
     assert result.returncode == 2, result.stderr
-    for named in ("listener SASL_SSL", "ssl.keystore.location", "ssl.keystore.password", "sasl.enabled.mechanisms",
-                  "authorizer.class.name"):
+    for named in ("sasl.oauthbearer.jwks.endpoint.url", "super.users", "authorizer.class.name"):
         assert named in result.stderr
-    assert "changeit" not in result.stderr  # names, never values
+    assert "idp.example" not in result.stderr  # names, never values
     assert "Remove these properties" in result.stderr
     assert not listening(port) and not listening(metrics_port)
     assert not (tmp_path / "data").exists()  # refused before touching the data directory
 
 
+def test_a_tls_listener_without_its_key_refuses_to_start_with_the_fix(tmp_path: Path) -> None:
+    port, tls_port, metrics_port = free_ports(3)
+    result = riverlog_broker("--set", f"listeners=PLAINTEXT://127.0.0.1:{port},SSL://127.0.0.1:{tls_port}",
+                             "--set", f"log.dirs={tmp_path / 'data'}", "--set", f"metrics.port={metrics_port}",
+                             "--set", "ssl.keystore.location=/nonexistent/broker.pem")
+    assert result.returncode == 2, result.stderr
+    assert "listener SSL: cannot load its TLS key, certificate or truststore" in result.stderr
+    assert not listening(tls_port) and not listening(port)
+    result = riverlog_broker("--set", f"listeners=PLAINTEXT://127.0.0.1:{port},SSL://127.0.0.1:{tls_port}",
+                             "--set", f"log.dirs={tmp_path / 'data'}", "--set", "ssl.keystore.type=JKS",
+                             "--set", "ssl.keystore.location=/etc/broker.jks")
+    assert result.returncode == 2 and "Riverlog reads PEM only" in result.stderr
+
+
 def test_security_properties_from_the_environment_are_refused_too(tmp_path: Path) -> None:
     (port,) = free_ports(1)
     result = riverlog_broker("--set", f"listeners=PLAINTEXT://127.0.0.1:{port}", "--set", f"log.dirs={tmp_path}",
-                             "--set", "ssl.truststore.location=/x",
+                             "--set", "super.users=User:admin",
                              env={"RIVERLOG_SECURITY_INTER_BROKER_PROTOCOL": "SSL"})
     # RIVERLOG_* variables set only properties Riverlog reads; the --set one is refused.
-    assert result.returncode == 2 and "ssl.truststore.location" in result.stderr
+    assert result.returncode == 2 and "super.users" in result.stderr
 
 
 def test_check_config_prints_every_property_with_its_source_and_exits(tmp_path: Path) -> None:

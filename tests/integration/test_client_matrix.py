@@ -16,6 +16,7 @@ Admin steps use each client's own admin API; kcat, which has none, borrows confl
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import itertools
 import json
@@ -29,6 +30,8 @@ from typing import Any, Protocol
 
 import pytest
 from support.brokers import BrokerProcess
+from support.certs import TestPki
+from support.client_security import PLAINTEXT, ClientSecurity
 from support.clients import wait_until
 
 pytestmark = [
@@ -170,19 +173,21 @@ class KafkaPythonDriver:
     null_key_and_value = False  # send() raises "Need at least one: key or value"
     empty_values = True
 
-    def __init__(self, bootstrap: str) -> None:
+    def __init__(self, bootstrap: str, security: ClientSecurity = PLAINTEXT) -> None:
         from kafka.admin import KafkaAdminClient
 
         self.bootstrap = bootstrap
         self.client_id = "matrix-kafka-python"
+        self.security = security.kafka_python()
         self.admin = KafkaAdminClient(
-            bootstrap_servers=bootstrap, client_id=self.client_id, request_timeout_ms=30000
+            bootstrap_servers=bootstrap, client_id=self.client_id, request_timeout_ms=30000, **self.security
         )
 
     def _consumer(self) -> Any:
         from kafka import KafkaConsumer
 
         return KafkaConsumer(
+            **self.security,
             bootstrap_servers=self.bootstrap,
             client_id=self.client_id,
             group_id=None,
@@ -201,6 +206,7 @@ class KafkaPythonDriver:
         from kafka import KafkaProducer
 
         producer = KafkaProducer(
+            **self.security,
             bootstrap_servers=self.bootstrap,
             client_id=self.client_id,
             acks=0 if acks == "0" else (1 if acks == "1" else "all"),
@@ -333,12 +339,15 @@ class ConfluentDriver:
     null_key_and_value = True
     empty_values = True
 
-    def __init__(self, bootstrap: str, client_id: str = "matrix-confluent") -> None:
+    def __init__(self, bootstrap: str, security: ClientSecurity = PLAINTEXT,
+                 client_id: str = "matrix-confluent") -> None:
         from confluent_kafka.admin import AdminClient
 
         self.bootstrap = bootstrap
         self.client_id = client_id
-        self.admin = AdminClient({"bootstrap.servers": bootstrap, "client.id": client_id, "log_level": 3})
+        self.security = security.librdkafka()
+        self.admin = AdminClient({"bootstrap.servers": bootstrap, "client.id": client_id, "log_level": 3,
+                                  **self.security})
 
     def create_topic(self, topic: str, partitions: int) -> None:
         from confluent_kafka.admin import NewTopic
@@ -359,6 +368,7 @@ class ConfluentDriver:
                 # As for kafka-python: a retried batch must not overtake the next one.
                 "max.in.flight": 1,
                 "log_level": 3,
+                **self.security,
             }
         )
         acked: dict[int, tuple[int, int]] = {}
@@ -387,7 +397,7 @@ class ConfluentDriver:
         from support.clients import consume_range
 
         per_partition = consume_range(
-            self.bootstrap, topic, end_offsets, timeout=OP_TIMEOUT, conf={"client.id": self.client_id}
+            self.bootstrap, topic, end_offsets, timeout=OP_TIMEOUT, conf={"client.id": self.client_id, **self.security}
         )
         return [
             Got(r.partition, r.offset, r.key, r.value, tuple(r.headers), r.timestamp)  # type: ignore[arg-type]
@@ -466,9 +476,10 @@ class AioKafkaDriver:
     null_key_and_value = False  # send() asserts "Need at least one: key or value"
     empty_values = True
 
-    def __init__(self, bootstrap: str) -> None:
+    def __init__(self, bootstrap: str, security: ClientSecurity = PLAINTEXT) -> None:
         self.bootstrap = bootstrap
         self.client_id = "matrix-aiokafka"
+        self.security = security
 
     # Each step runs in its own event loop (asyncio.run): the test itself is synchronous, and a
     # fresh loop per step keeps clients from leaking across steps.
@@ -477,7 +488,8 @@ class AioKafkaDriver:
         from aiokafka.admin import AIOKafkaAdminClient
 
         client = AIOKafkaAdminClient(
-            bootstrap_servers=self.bootstrap, client_id=self.client_id, request_timeout_ms=30000
+            **self.security.aiokafka(), bootstrap_servers=self.bootstrap, client_id=self.client_id,
+            request_timeout_ms=30000,
         )
         await client.start()
         try:
@@ -492,7 +504,7 @@ class AioKafkaDriver:
         from aiokafka import AIOKafkaConsumer
 
         consumer = AIOKafkaConsumer(
-            bootstrap_servers=self.bootstrap,
+            **self.security.aiokafka(), bootstrap_servers=self.bootstrap,
             client_id=self.client_id,
             group_id=None,
             enable_auto_commit=False,
@@ -515,7 +527,7 @@ class AioKafkaDriver:
 
         async def run() -> dict[int, tuple[int, int]]:
             producer = AIOKafkaProducer(
-                bootstrap_servers=self.bootstrap,
+                **self.security.aiokafka(), bootstrap_servers=self.bootstrap,
                 client_id=self.client_id,
                 acks=0 if acks == "0" else (1 if acks == "1" else "all"),
                 compression_type=None if codec == "none" else codec,
@@ -542,7 +554,11 @@ class AioKafkaDriver:
                         acked[seq] = (meta.partition, meta.offset)
                 return acked
             finally:
-                await producer.stop()
+                # aiokafka closes TLS politely and waits for the broker's close_notify; Kafka sends
+                # none on a connection that only ever carried acks=0 produces, so the close would
+                # wait out asyncio's 30 s shutdown timeout. Everything was flushed already.
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(producer.stop(), 5 if self.security.tls and acks == "0" else None)
 
         return asyncio.run(asyncio.wait_for(run(), OP_TIMEOUT))
 
@@ -653,17 +669,18 @@ class KcatDriver:
 
     FORMAT = "%p\t%o\t%K\t%k\t%S\t%s\t%T\t%h\n"
 
-    def __init__(self, bootstrap: str) -> None:
+    def __init__(self, bootstrap: str, security: ClientSecurity = PLAINTEXT) -> None:
         exe = shutil.which("kcat")
         # A missing tool must fail the test, never skip it.
         assert exe is not None, "kcat is not installed (Debian: apt-get install -y kcat)"
         self.exe = exe
         self.bootstrap = bootstrap
         self.client_id = "matrix-kcat"
-        self.admin = ConfluentDriver(bootstrap, client_id="matrix-kcat-admin")
+        self.security = security.kcat_args()
+        self.admin = ConfluentDriver(bootstrap, security, client_id="matrix-kcat-admin")
 
     def _run(self, args: Sequence[str], stdin: str | None = None, timeout: float = OP_TIMEOUT) -> str:
-        cmd = [self.exe, "-b", self.bootstrap, "-X", f"client.id={self.client_id}", *args]
+        cmd = [self.exe, "-b", self.bootstrap, "-X", f"client.id={self.client_id}", *self.security, *args]
         proc = subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=timeout)
         assert proc.returncode == 0, f"{cmd} exited {proc.returncode}\nstderr:\n{proc.stderr[-4000:]}"
         assert "ERROR" not in proc.stderr, f"{cmd} reported errors:\n{proc.stderr[-4000:]}"
@@ -827,9 +844,32 @@ def _arrived(driver: Driver, topic: str, partitions: Sequence[int], count: int) 
 # --- the test -----------------------------------------------------------------------------------
 
 
+@pytest.fixture(params=["plaintext", "mtls"])
+def secured(request: pytest.FixtureRequest, broker_factory, tmp_path) -> tuple[BrokerProcess, str, ClientSecurity]:
+    """Where the client connects and how: the broker's PLAINTEXT listener, or a mutual-TLS one
+    (the client presents a certificate the broker's truststore signs; issue #17)."""
+    if request.param == "plaintext":
+        broker = broker_factory()
+        return broker, broker.bootstrap, PLAINTEXT
+    pki = TestPki.create(tmp_path / "pki")
+    broker = broker_factory(start=False, overrides={
+        "listener.name.mtls.ssl.keystore.type": "PEM",
+        "listener.name.mtls.ssl.keystore.location": str(pki.broker_keystore),
+        "listener.name.mtls.ssl.truststore.type": "PEM",
+        "listener.name.mtls.ssl.truststore.location": str(pki.truststore),
+        "listener.name.mtls.ssl.client.auth": "required",
+    })
+    port = broker.add_listener("MTLS", "SSL", advertised_host="localhost")
+    broker.start()
+    client = pki.client("matrix-client")
+    return broker, f"localhost:{port}", ClientSecurity("SSL", ca=pki.truststore, cert=client.cert, key=client.key,
+                                                       keystore=client.keystore)
+
+
 @pytest.mark.parametrize("client", list(DRIVERS))
-def test_client_roundtrip_and_admin(broker: BrokerProcess, client: str) -> None:
-    driver: Driver = DRIVERS[client](broker.bootstrap)
+def test_client_roundtrip_and_admin(secured: tuple[BrokerProcess, str, ClientSecurity], client: str) -> None:
+    broker, bootstrap, security = secured
+    driver: Driver = DRIVERS[client](bootstrap, security)
     topic = f"matrix-{client}"
     partitions = list(range(PARTITIONS))
     try:

@@ -133,7 +133,29 @@ class BrokerProcess(SignalledProcess):
         self.data_dir = self.workdir / "data"
         super().__init__(self.workdir / f"{name}.log")
         self.kafka_libs = kafka_libs
+        # Client listeners beside PLAINTEXT (which the harness keeps using): name -> (protocol,
+        # port, advertised host).
+        self.extra_listeners: dict[str, tuple[str, int, str]] = {}
         _LIVE.add(self)
+
+    def add_listener(self, name: str, protocol: str, *, advertised_host: str = "127.0.0.1") -> int:
+        """Another client listener (before start), on both targets; returns its port."""
+        (port,) = free_ports(1)
+        self.extra_listeners[name.upper()] = (protocol.upper(), port, advertised_host)
+        return port
+
+    def _listener_settings(self, base: Mapping[str, str]) -> dict[str, str]:
+        """``base``'s listeners, advertised listeners and protocol map with the extra listeners."""
+        if not self.extra_listeners:
+            return dict(base)
+        listeners = [base["listeners"], *(f"{n}://{self.host}:{port}" for n, (_, port, _) in
+                                          self.extra_listeners.items())]
+        advertised = [base["advertised.listeners"], *(f"{n}://{host}:{port}" for n, (_, port, host) in
+                                                      self.extra_listeners.items())]
+        protocols = [base.get("listener.security.protocol.map") or "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+                     *(f"{n}:{protocol}" for n, (protocol, _, _) in self.extra_listeners.items())]
+        return {**base, "listeners": ",".join(listeners), "advertised.listeners": ",".join(advertised),
+                "listener.security.protocol.map": ",".join(protocols)}
 
     def _not_running(self) -> Exception:
         return RuntimeError(f"{self.name} is not running")
@@ -160,9 +182,8 @@ class BrokerProcess(SignalledProcess):
     def _riverlog_command(self) -> list[str]:
         listener = f"PLAINTEXT://{self.bootstrap}"
         settings = {
+            **self._listener_settings({"listeners": listener, "advertised.listeners": listener}),
             "node.id": str(self.node_id),
-            "listeners": listener,
-            "advertised.listeners": listener,
             "log.dirs": str(self.data_dir),
             "metrics.port": str(self.metrics_port),
             **self.overrides,
@@ -182,8 +203,9 @@ class BrokerProcess(SignalledProcess):
             controller_port=self.controller_port,
             log_dir=self.data_dir,
             node_id=self.node_id,
-            overrides=overrides,
+            overrides={},
         )
+        props = {**self._listener_settings(props), **overrides}
         kafka_dist.write_properties(config_path, props)
         # KRaft refuses to start on an unformatted log dir; format only once so that restarts
         # keep the cluster id and the data.

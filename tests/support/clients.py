@@ -186,3 +186,21 @@ def consume_range(
 def _headers(msg: Any) -> tuple[tuple[str, bytes | None], ...]:
     # librdkafka hands headers over as a list of (name, bytes-or-None) pairs, in wire order.
     return tuple((str(name), value) for name, value in (msg.headers() or ()))
+
+
+def group_values(conf: dict[str, Any], topic: str, group: str, count: int, timeout: float = 60.0) -> list[bytes]:
+    """The first ``count`` values a new consumer group reads from ``topic`` (from the earliest
+    offset), with the given client configuration (bootstrap, security)."""
+    consumer = Consumer({**conf, "group.id": group, "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic])
+    got: list[bytes] = []
+    deadline = time.monotonic() + timeout
+    try:
+        while len(got) < count and time.monotonic() < deadline:
+            msg = consumer.poll(1.0)
+            if msg is not None and msg.error() is None:
+                got.append(msg.value())
+    finally:
+        consumer.close()
+    return got
+

@@ -105,6 +105,16 @@ class JavaTools:
             check=check,
         )
 
+    def roundtrip_with_config(self, bootstrap: str, config: Path, topic: str, lines: Sequence[str]) -> list[str]:
+        """kafka-topics --create, the console producer and the console consumer, each given
+        ``--command-config config`` (a secured client's settings); the lines read back."""
+        self.topics(bootstrap, "--command-config", str(config), "--create", "--topic", topic,
+                    "--partitions", "1", "--replication-factor", "1")
+        self.console_producer(bootstrap, topic, lines, "--command-config", str(config))
+        out = self.console_consumer(bootstrap, topic, "--command-config", str(config), "--from-beginning",
+                                    "--max-messages", str(len(lines)), "--timeout-ms", "30000")
+        return out.stdout.split()
+
     def transactions(self, bootstrap: str, *args: str, timeout: float = 90.0, check: bool = True) -> ToolResult:
         return self.run(TRANSACTIONS, ["--bootstrap-server", bootstrap, *args], timeout=timeout, check=check)
 

@@ -25,7 +25,7 @@ def error_series(metrics: Metrics) -> dict[str, float]:
 def test_unknown_api_keys_share_one_error_label() -> None:
     metrics = Metrics()
     dispatcher = Dispatcher({}, metrics)
-    conn: Any = SimpleNamespace(peer="test")
+    conn: Any = SimpleNamespace(peer="test", sasl=None)
     keys = [k for k in range(-50, 2000) if k != 18]  # 18, ApiVersions, is answered in any version
 
     async def send_all() -> None:

@@ -31,7 +31,7 @@ ROOT = "riverlog"
 # Bottom first. A module's layer is that of its top-level component (``riverlog.<component>...``).
 LAYERS: list[set[str]] = [
     {"clock", "config", "config_refusals", "protocol", "topic_config"},  # pure data: codecs, settings, time
-    {"storage", "client", "metrics"},  # the log on disk; the Kafka client; Prometheus
+    {"storage", "client", "metrics", "security"},  # the log on disk; the Kafka client; Prometheus; TLS and SASL
     {"server"},  # listeners, connections, request dispatch
     {"controller"},  # metadata: records, image, decisions, Raft, the quorum
     {"cluster"},  # partitions and replication, following the metadata image

@@ -485,3 +485,19 @@ def test_a_new_idle_log_holds_one_file_descriptor(tmp_path: Path) -> None:
     assert len(os.listdir("/proc/self/fd")) - before == 20
     for log in logs:
         log.close()
+
+
+def test_leading_a_new_partition_costs_no_fsync(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its first leader epoch protects no record: the next flush syncs nothing. Once records
+    arrive under an epoch, the epoch file is synced with them."""
+    log = open_log(tmp_path)
+    log.assign_epoch(0, 0)
+    fsyncs: list[int] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (fsyncs.append(fd), real_fsync(fd))[1])
+    log.flush()
+    assert fsyncs == []
+    log.append_as_leader(batch(2), leader_epoch=1, now_ms=NOW)
+    log.assign_epoch(2, log.log_end_offset)
+    assert log.epochs.flush()  # a leader change over records: durable at the next flush
+    log.close()

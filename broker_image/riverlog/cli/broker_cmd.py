@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 
 from ..config import BrokerConfig, ConfigError
+from ..security.sasl_config import sasl_settings
+from ..security.tls import tls_sources
 from .table import format_table
 
 log = logging.getLogger(__name__)
@@ -32,6 +34,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def run(args: argparse.Namespace) -> int:
     try:
         config = BrokerConfig.load(args.config, args.set)
+        # TLS files load and SASL settings parse, or the broker says why before it starts.
+        tls_sources(config)
+        sasl_settings(config)
     except ConfigError as exc:
         print(f"riverlog broker: {exc}", file=sys.stderr)
         return 2

@@ -42,6 +42,7 @@ from .quorum import (
 )
 from .reassignments import handle_alter_partition_reassignments, handle_list_partition_reassignments
 from .records_admin import handle_delete_records, handle_offset_for_leader_epoch
+from .sasl import handle_sasl_authenticate, handle_sasl_handshake
 from .topics import handle_create_partitions, handle_create_topics, handle_delete_topics
 from .transactions import (
     handle_add_offsets_to_txn,
@@ -107,6 +108,8 @@ HANDLERS: dict[ApiKey, BrokerHandler] = {
     ApiKey.LIST_TRANSACTIONS: handle_list_transactions,
     ApiKey.WRITE_TXN_MARKERS: handle_write_txn_markers,  # inter-broker: coordinator to partition leaders
     ApiKey.UPDATE_FEATURES: handle_update_features,  # finalized features (transaction.version)
+    ApiKey.SASL_HANDSHAKE: handle_sasl_handshake,  # authentication (security/authenticator.py)
+    ApiKey.SASL_AUTHENTICATE: handle_sasl_authenticate,
     # The metadata quorum (Fetch on __cluster_metadata goes through handle_fetch too).
     **QUORUM_HANDLERS,
 }

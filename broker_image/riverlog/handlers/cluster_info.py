@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from ..protocol.errors import ErrorCode
 from ..server.dispatch import RequestContext
-from .common import Body
+from .common import Body, client_endpoint
 from .metadata import OPS_NOT_REQUESTED
 
 if TYPE_CHECKING:
@@ -29,7 +29,7 @@ async def handle_describe_cluster(broker: BrokerHost, ctx: RequestContext, req: 
     for b in sorted(broker.image.brokers.values(), key=lambda b: b.broker_id):
         if b.fenced and not include_fenced:
             continue
-        ep = b.endpoint(broker.config.get("inter.broker.listener.name")) or b.endpoint()
+        ep = client_endpoint(broker, ctx, b)
         if ep is None:
             continue
         brokers.append({"broker_id": b.broker_id, "host": ep.host, "port": ep.port, "rack": b.rack,

@@ -9,9 +9,21 @@ from ..protocol.errors import ErrorCode
 from ..protocol.primitives import ZERO_UUID
 
 if TYPE_CHECKING:
-    from ..controller.image import TopicImage
+    from ..controller.image import BrokerImage, TopicImage
+    from ..controller.records import Endpoint
+    from ..server.dispatch import RequestContext
     from .host import BrokerHost
 
+
+
+def client_endpoint(broker: BrokerHost, ctx: RequestContext, node: BrokerImage) -> Endpoint | None:
+    """``node``'s address on the listener the request arrived on, as Kafka answers Metadata,
+    FindCoordinator and DescribeCluster: a client on a second listener is handed second-listener
+    addresses, and a broker without that listener is left out. Connections made in-process carry
+    no listener name: the inter-broker listener (or any) stands in for them."""
+    if ctx.connection.listener:
+        return node.endpoint(ctx.connection.listener)
+    return node.endpoint(broker.config.get("inter.broker.listener.name")) or node.endpoint()
 
 
 def resolve_topic(broker: BrokerHost, name: str | None, topic_id: uuid.UUID | None) -> TopicImage | None:

@@ -15,7 +15,7 @@ from ..coordinator.membership import JoinRequest, LeavingMember, SyncRequest, jo
 from ..coordinator.shard import AUTHORIZED_OPERATIONS_OMITTED, GroupShard
 from ..protocol.errors import ErrorCode, KafkaError
 from ..server.dispatch import RequestContext
-from .common import Body
+from .common import Body, client_endpoint
 
 if TYPE_CHECKING:
     from .host import BrokerHost
@@ -40,7 +40,7 @@ def client_host(ctx: RequestContext) -> str:
 # FindCoordinator ------------------------------------------------------------------------
 
 
-async def _find(broker: BrokerHost, key_type: int, key: str) -> tuple[ErrorCode, int, str, int]:
+async def _find(broker: BrokerHost, ctx: RequestContext, key_type: int, key: str) -> tuple[ErrorCode, int, str, int]:
     if key_type == KEY_TYPE_TRANSACTION:
         # The leader of the id's __transaction_state partition (the topic is made on first need).
         await broker.transactions.ensure_topic()
@@ -51,9 +51,7 @@ async def _find(broker: BrokerHost, key_type: int, key: str) -> tuple[ErrorCode,
         await broker.coordinator.ensure_offsets_topic()
         node_id = broker.coordinator.coordinator_of(key)
     node = broker.image.brokers.get(node_id) if node_id is not None else None
-    endpoint = None
-    if node is not None:
-        endpoint = node.endpoint(broker.config.get("inter.broker.listener.name")) or node.endpoint()
+    endpoint = client_endpoint(broker, ctx, node) if node is not None else None
     if node_id is None or endpoint is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
     return ErrorCode.NONE, node_id, endpoint.host, endpoint.port
@@ -64,12 +62,12 @@ async def handle_find_coordinator(broker: BrokerHost, ctx: RequestContext, req: 
     if ctx.version >= 4:
         coordinators = []
         for key in req["coordinator_keys"]:
-            error, node_id, host, port = await _find(broker, key_type, key)
+            error, node_id, host, port = await _find(broker, ctx, key_type, key)
             # Kafka leaves the per-key message empty, whatever the error.
             coordinators.append({"key": key, "node_id": node_id, "host": host, "port": port,
                                  "error_code": error, "error_message": ""})
         return {"throttle_time_ms": 0, "coordinators": coordinators}
-    error, node_id, host, port = await _find(broker, key_type, req["key"])
+    error, node_id, host, port = await _find(broker, ctx, key_type, req["key"])
     return {"throttle_time_ms": 0, "error_code": error, "error_message": _MESSAGES.get(error, error.name),
             "node_id": node_id, "host": host, "port": port}
 

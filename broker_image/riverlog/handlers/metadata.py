@@ -15,7 +15,7 @@ from ..coordinator.placement import GROUP_METADATA_TOPIC
 from ..protocol.errors import ErrorCode
 from ..protocol.primitives import ZERO_UUID
 from ..server.dispatch import RequestContext
-from .common import Body
+from .common import Body, client_endpoint
 
 if TYPE_CHECKING:
     from .host import BrokerHost
@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 OPS_NOT_REQUESTED = -(1 << 31)
 
 
-def broker_entries(broker: BrokerHost, image: MetadataImage) -> list[Body]:
+def broker_entries(broker: BrokerHost, ctx: RequestContext, image: MetadataImage) -> list[Body]:
     """The live (unfenced) brokers. When none is live, e.g. right after a new controller fenced
     brokers whose heartbeats were still on their way to the old one, this broker lists itself:
     librdkafka drops every broker an empty list leaves out and can then find no coordinator."""
@@ -37,20 +37,31 @@ def broker_entries(broker: BrokerHost, image: MetadataImage) -> list[Body]:
     for b in sorted(image.brokers.values(), key=lambda b: b.broker_id):
         if b.broker_id not in live_ids:
             continue
-        ep = b.endpoint(broker.config.get("inter.broker.listener.name")) or b.endpoint()
+        ep = client_endpoint(broker, ctx, b)
         if ep is None:
             continue
         out.append({"node_id": b.broker_id, "host": ep.host, "port": ep.port, "rack": b.rack})
     return out
 
 
-def topic_entry(topic: TopicImage, image: MetadataImage) -> Body:
+def reachable_brokers(brokers: list[Body]) -> set[int]:
+    return {b["node_id"] for b in brokers}
+
+
+def topic_entry(topic: TopicImage, image: MetadataImage, reachable: set[int] | None = None,
+                unreachable_error: ErrorCode = ErrorCode.LISTENER_NOT_FOUND) -> Body:
+    """``reachable``: the brokers with an address on the request's listener (None: all). A live
+    leader without one is reported as Kafka does: LISTENER_NOT_FOUND (Metadata v6+ and
+    DescribeTopicPartitions) or LEADER_NOT_AVAILABLE, with no leader."""
     live = {b.broker_id for b in image.brokers.values() if not b.fenced}
     partitions = []
     for part in sorted(topic.partitions.values(), key=lambda p: p.partition):
         leader_ok = part.leader in live
+        error = ErrorCode.NONE if leader_ok else ErrorCode.LEADER_NOT_AVAILABLE
+        if leader_ok and reachable is not None and part.leader not in reachable:
+            leader_ok, error = False, unreachable_error
         partitions.append({
-            "error_code": ErrorCode.NONE if leader_ok else ErrorCode.LEADER_NOT_AVAILABLE,
+            "error_code": error,
             "partition_index": part.partition,
             "leader_id": part.leader if leader_ok else -1,
             "leader_epoch": part.leader_epoch,
@@ -79,9 +90,13 @@ async def handle_metadata(broker: BrokerHost, ctx: RequestContext, req: Body) ->
         "auto.create.topics.enable"
     )
     image = broker.image
+    brokers = broker_entries(broker, ctx, image)
+    reachable = reachable_brokers(brokers)
+    unreachable = ErrorCode.LISTENER_NOT_FOUND if ctx.version >= 6 else ErrorCode.LEADER_NOT_AVAILABLE
     topics: list[Body] = []
     if requested is None:
-        topics = [topic_entry(t, image) for t in sorted(image.topics.values(), key=lambda t: t.name)]
+        topics = [topic_entry(t, image, reachable, unreachable)
+                  for t in sorted(image.topics.values(), key=lambda t: t.name)]
     else:
         missing = [
             r["name"] for r in requested
@@ -104,7 +119,7 @@ async def handle_metadata(broker: BrokerHost, ctx: RequestContext, req: Body) ->
             topic = image.topics.get(name) if name else (
                 image.topic_by_id(topic_id) if topic_id and topic_id != ZERO_UUID else None)
             if topic is not None:
-                topics.append(topic_entry(topic, image))
+                topics.append(topic_entry(topic, image, reachable, unreachable))
             elif name and topic_name_error(name):
                 topics.append({"error_code": ErrorCode.INVALID_TOPIC_EXCEPTION, "name": name,
                                "topic_id": ZERO_UUID, "partitions": []})
@@ -116,7 +131,7 @@ async def handle_metadata(broker: BrokerHost, ctx: RequestContext, req: Body) ->
                                "topic_id": topic_id, "partitions": []})
     return {
         "throttle_time_ms": 0,
-        "brokers": broker_entries(broker, image),
+        "brokers": brokers if image is broker.image else broker_entries(broker, ctx, image),
         "cluster_id": image.cluster_id,
         "controller_id": broker.controller.controller_id,
         "topics": topics,
@@ -136,6 +151,7 @@ async def handle_describe_topic_partitions(broker: BrokerHost, ctx: RequestConte
     cursor = req.get("cursor")
     start_topic, start_partition = (cursor["topic_name"], cursor["partition_index"]) if cursor else ("", 0)
     topics: list[Body] = []
+    reachable = reachable_brokers(broker_entries(broker, ctx, image))
     next_cursor: Body | None = None
     budget = limit
     for name in sorted(set(names)):
@@ -149,7 +165,7 @@ async def handle_describe_topic_partitions(broker: BrokerHost, ctx: RequestConte
         if budget == 0:
             next_cursor = {"topic_name": name, "partition_index": 0}
             break
-        entry = topic_entry(topic, image)
+        entry = topic_entry(topic, image, reachable)
         first = start_partition if name == start_topic else 0
         parts = [p for p in entry["partitions"] if p["partition_index"] >= first]
         if len(parts) > budget:

@@ -25,6 +25,9 @@ from dataclasses import dataclass
 from typing import cast
 
 from ..protocol.file_region import FileRegion
+from ..security.authenticator import SaslSession
+from ..security.principal import ANONYMOUS, certificate_principal
+from ..security.principal_mapping import Rule
 from .memory_pool import MemoryPool
 
 log = logging.getLogger(__name__)
@@ -43,6 +46,8 @@ Handler = Callable[[memoryview, "Connection"], Awaitable[Response | None]]
 
 # A client that reads nothing of a fetch response for this long is given up on.
 SENDFILE_STALL_S = 30.0
+# Record data sent over TLS is read from its segment in slices of this size.
+TLS_READ_BYTES = 1 << 20
 
 
 def _resolve(future: asyncio.Future[None]) -> None:
@@ -84,7 +89,8 @@ async def _sendfile_when_writable(sock_fd: int, region: FileRegion, sent: int) -
 
 class Connection(asyncio.Protocol):
     def __init__(self, handler: Handler, *, max_frame: int, max_queued: int, on_close: Callable[[Connection], None],
-                 pool: MemoryPool | None = None, listener: str = "", ip: str = ""):
+                 pool: MemoryPool | None = None, listener: str = "", ip: str = "",
+                 principal_rules: list[Rule] | None = None, sasl: SaslSession | None = None):
         self._handler = handler
         self._max_frame = max_frame
         self._max_queued = max_queued
@@ -92,6 +98,13 @@ class Connection(asyncio.Protocol):
         self._pool = pool
         self.listener = listener
         self.ip = ip
+        # TLS connections (principal_rules given) map their client certificate to a principal;
+        # their responses are encrypted here, so record data is copied, never sendfile'd.
+        self.tls = principal_rules is not None
+        self._principal_rules = principal_rules or []
+        self.principal = ANONYMOUS
+        # SASL listeners: the authentication state; requests are gated on it (dispatch.py).
+        self.sasl = sasl
         # The frame being received: its size prefix so far, then its body so far (once its
         # declared size is reserved in the pool). Without a reservation, reading pauses and what
         # was read already waits in _stash (at most one read).
@@ -138,11 +151,25 @@ class Connection(asyncio.Protocol):
             return
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        if self.tls and self.sasl is None and not self._take_certificate_principal(transport):
+            return  # (on SASL_SSL the principal is SASL's, as in Kafka)
         sock = transport.get_extra_info("socket")
         if sock is not None:
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._worker = self._loop.create_task(self._work())
+
+    def _take_certificate_principal(self, transport: asyncio.BaseTransport) -> bool:
+        ssl_object = transport.get_extra_info("ssl_object")
+        der = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
+        try:
+            self.principal = certificate_principal(der, self._principal_rules)
+        except ValueError as exc:  # no mapping rule applies, or an unreadable certificate
+            log.info("closing %s on %s: its certificate gives no principal: %s", self.peer, self.listener, exc)
+            self.closed = True
+            transport.close()
+            return False
+        return True
 
     def data_received(self, data: bytes) -> None:
         if self.closed:
@@ -366,6 +393,9 @@ class Connection(asyncio.Protocol):
     async def _send_region(self, transport: asyncio.Transport, region: FileRegion) -> None:
         if region.size == 0:
             return
+        if self.tls:
+            await self._send_region_copied(transport, region)
+            return
         # Bytes already handed to the transport must reach the socket first.
         if transport.get_write_buffer_size() > 0:
             transport.set_write_buffer_limits(high=0, low=0)
@@ -389,3 +419,19 @@ class Connection(asyncio.Protocol):
                 await _sendfile_when_writable(fd, region, sent)
             finally:
                 self.sending_file = False
+
+    async def _send_region_copied(self, transport: asyncio.Transport, region: FileRegion) -> None:
+        """TLS: the record bytes are read (from the page cache) and encrypted by the transport,
+        a slice at a time, waiting for the client to read before the next."""
+        fd = region.fileno()
+        position, end = region.position, region.position + region.size
+        while position < end:
+            data = os.pread(fd, min(TLS_READ_BYTES, end - position), position)
+            if not data:
+                raise ConnectionError("file region shorter than expected (segment truncated?)")
+            transport.write(data)
+            position += len(data)
+            if not self._writable.is_set():
+                await self._writable.wait()
+            if self.closed:
+                return

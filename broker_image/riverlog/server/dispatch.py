@@ -32,12 +32,15 @@ log = logging.getLogger(__name__)
 
 # The ``api`` label of request errors for API keys the broker does not serve.
 UNKNOWN_API_LABEL = "unknown"
+# The ``api`` label of requests refused for coming before SASL authentication.
+UNAUTHENTICATED_LABEL = "unauthenticated"
 
 
 @dataclass(slots=True)
 class RequestContext:
     header: RequestHeader
     connection: Connection
+    close_after: bool = False  # a handler's answer that ends the connection (a failed SASL exchange)
 
     @property
     def version(self) -> int:
@@ -79,6 +82,14 @@ class Dispatcher:
             api_key, version, correlation_id = peek_header(reader)
         except DecodeError:
             return Response([], close_after=True)
+        sasl = conn.sasl
+        if sasl is not None and not sasl.allows(api_key, int(time.time() * 1000)):
+            # Kafka's rule: before (re-)authentication only ApiVersions, SaslHandshake and
+            # SaslAuthenticate; anything else closes the connection before a handler sees it.
+            log.info("closing %s on %s: request %d before SASL authentication completed (state %s)",
+                     conn.peer, conn.listener, api_key, sasl.state)
+            self.metrics.request_errors.labels(api=UNAUTHENTICATED_LABEL).inc()
+            return Response([], close_after=True)
         api = self.apis.get(api_key)
         if api is None or not api.request.supports(version) or not api.min_version <= version <= api.max_version:
             return self._unsupported(api_key, version, correlation_id, conn)
@@ -93,8 +104,9 @@ class Dispatcher:
             log.debug("closing %s: undecodable %s v%d: %s", conn.peer, name, version, exc)
             self.metrics.request_errors.labels(api=name).inc()
             return Response([], close_after=True)
+        ctx = RequestContext(header, conn)
         try:
-            result = await api.handler(RequestContext(header, conn), body)
+            result = await api.handler(ctx, body)
         except Exception:
             log.exception("handler for %s v%d failed", name, version)
             self.metrics.request_errors.labels(api=name).inc()
@@ -105,7 +117,8 @@ class Dispatcher:
             self.metrics.request_latency.labels(api=name).observe(elapsed)
         if result is None:
             return None  # acks=0 produce: the protocol sends no response at all
-        return Response(self._encode(api.response, api_key, version, correlation_id, result))
+        return Response(self._encode(api.response, api_key, version, correlation_id, result),
+                        close_after=ctx.close_after)
 
     @staticmethod
     def _encode(message: Message, api_key: int, version: int, correlation_id: int,

@@ -33,10 +33,15 @@ import asyncio
 import errno
 import logging
 import socket
+import ssl
 from collections.abc import Callable, Iterable
 
 from ..config import BrokerConfig, Listener
 from ..metrics import Metrics
+from ..security.authenticator import SaslSession, SaslSettings
+from ..security.sasl.scram import ScramCredential
+from ..security.sasl_config import sasl_settings
+from ..security.tls import TlsContextSource, principal_rules, tls_sources
 from .connection import Connection, Handler
 from .limits import INT_MAX, ConnectionLimits, CreationRate, ip_key
 from .memory_pool import MemoryPool
@@ -47,6 +52,9 @@ log = logging.getLogger(__name__)
 LISTEN_BACKLOG = 1024
 # accept() failures that mean "out of descriptors or memory": wait, as asyncio's own server does.
 _ACCEPT_RESOURCE_ERRORS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
+# A TLS client must finish its handshake within this (Kafka leaves it to connections.max.idle.ms;
+# a shorter bound frees the slot of a client that connected and never spoke).
+TLS_HANDSHAKE_TIMEOUT_S = 10.0
 
 
 class _Group:
@@ -68,7 +76,8 @@ class _Group:
 class SocketServer:
     def __init__(self, handler: Handler, *, max_frame: int, max_queued: int,
                  on_count: Callable[[int], None] | None = None,
-                 config: BrokerConfig | None = None, metrics: Metrics | None = None) -> None:
+                 config: BrokerConfig | None = None, metrics: Metrics | None = None,
+                 scram_credential: Callable[[str, str], ScramCredential | None] | None = None) -> None:
         self._handler = handler
         self._max_frame = max_frame
         self._max_queued = max_queued
@@ -80,6 +89,15 @@ class SocketServer:
         self._group_of: dict[Connection, _Group] = {}
         self._accepting: list[asyncio.Task[None]] = []
         self._sweeper: asyncio.Task[None] | None = None
+        # TLS listeners: their current server contexts and certificate principal mapping rules.
+        self.tls: dict[str, TlsContextSource] = tls_sources(config) if config is not None else {}
+        self._principal_rules = {name: principal_rules(config, name) for name in self.tls} if config else {}
+        self._tls_reload_s = (config.get_int("ssl.file.reload.interval.ms") / 1000) if config else 30.0
+        self._tls_reloader: asyncio.Task[None] | None = None
+        self._handshakes: set[asyncio.Task[None]] = set()
+        # SASL listeners: what each enables; SCRAM credentials come from the metadata image.
+        self.sasl: dict[str, SaslSettings] = sasl_settings(config) if config is not None else {}
+        self._scram_credential = scram_credential or (lambda _user, _mechanism: None)
         if metrics is not None:
             metrics.queued_request_bytes.set_function(
                 lambda: sum(g.pool.used for g in self._groups if g.pool is not None))
@@ -102,6 +120,8 @@ class SocketServer:
             self._accepting.append(loop.create_task(self._accept_loop(sock, name, group)))
         if self._sweeper is None:
             self._sweeper = loop.create_task(self._sweep())
+        if self.tls and self._tls_reloader is None:
+            self._tls_reloader = loop.create_task(self._reload_tls())
 
     # Accepting ---------------------------------------------------------------------------
 
@@ -163,8 +183,11 @@ class SocketServer:
         made: list[Connection] = []
 
         def factory() -> Connection:
+            sasl = self.sasl.get(listener)
             conn = Connection(self._handler, max_frame=self._max_frame, max_queued=self._max_queued,
-                              on_close=self._connection_closed, pool=group.pool, listener=listener, ip=ip)
+                              on_close=self._connection_closed, pool=group.pool, listener=listener, ip=ip,
+                              principal_rules=self._principal_rules.get(listener),
+                              sasl=SaslSession(sasl, self._scram_credential) if sasl is not None else None)
             made.append(conn)
             self.connections.add(conn)
             self._group_of[conn] = group
@@ -174,12 +197,51 @@ class SocketServer:
             self._count()
             return conn
 
+        tls = self.tls.get(listener)
+        if tls is None:
+            try:
+                await loop.connect_accepted_socket(factory, client)
+            except BaseException:
+                for conn in made:
+                    self._connection_closed(conn)
+                raise
+            return
+        # The TLS handshake runs beside the accept loop: a client that connects and says
+        # nothing must not hold up everyone else's accept until its handshake times out.
+        handshake = loop.create_task(self._tls_handshake(factory, client, tls.context, listener, made))
+        self._handshakes.add(handshake)
+        handshake.add_done_callback(self._handshakes.discard)
+
+    async def _tls_handshake(self, factory: Callable[[], Connection], client: socket.socket,
+                             context: ssl.SSLContext, listener: str, made: list[Connection]) -> None:
+        loop = asyncio.get_running_loop()
         try:
-            await loop.connect_accepted_socket(factory, client)
-        except BaseException:
+            await loop.connect_accepted_socket(factory, client, ssl=context,
+                                               ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S)
+        except asyncio.CancelledError:
+            client.close()
             for conn in made:
                 self._connection_closed(conn)
             raise
+        except Exception as exc:
+            # Plaintext spoken to a TLS port, an untrusted or expired certificate, a timeout:
+            # the connection is closed, the broker says why at INFO and counts it.
+            client.close()
+            for conn in made:
+                self._connection_closed(conn)
+            log.info("listener %s: TLS handshake with %s failed: %s", listener,
+                     made[0].ip if made else "a client", exc)
+            self._count_metric("refused", "tls_handshake")
+
+    async def _reload_tls(self) -> None:
+        """Pick up rotated certificates (see security/tls.py)."""
+        while True:
+            await asyncio.sleep(self._tls_reload_s)
+            for source in self.tls.values():
+                try:
+                    source.check_for_changes()
+                except Exception:
+                    log.exception("listener %s: checking the TLS files failed", source.settings.listener)
 
     def _close_least_recently_active(self, group: _Group, listener: str) -> None:
         others = [c for c in group.connections
@@ -254,6 +316,11 @@ class SocketServer:
         if self._sweeper is not None:
             self._sweeper.cancel()
             self._sweeper = None
+        if self._tls_reloader is not None:
+            self._tls_reloader.cancel()
+            self._tls_reloader = None
+        for handshake in list(self._handshakes):
+            handshake.cancel()
 
     def close(self) -> None:
         """Stop accepting and close every connection (what is already buffered still goes out)."""

@@ -50,12 +50,17 @@ class LeaderEpochCache:
         self.entries = entries
         return True
 
-    def write(self, *, sync: bool = False) -> None:
+    def write(self, *, sync: bool = False, durable: bool = True) -> None:
+        """Replace the file; ``sync`` fsyncs it now, else the next flush does (unless not
+        ``durable``: nothing depends on this version surviving a crash)."""
         lines = ["0", str(len(self.entries)), *(f"{e} {o}" for e, o in self.entries)]
         atomic_write(self.path, ("\n".join(lines) + "\n").encode(), sync=sync)
         # Marked after the rename: a flush racing with the write syncs the new file or, having
         # cleared the mark first, leaves it for the next flush. (Writes hold the log's lock.)
-        self._unsynced = not sync
+        if sync:
+            self._unsynced = False
+        elif durable:
+            self._unsynced = True
 
     def mark_synced(self) -> None:
         self._unsynced = False

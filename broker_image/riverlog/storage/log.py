@@ -664,7 +664,11 @@ class Log:
     def assign_epoch(self, epoch: int, start_offset: int) -> None:
         with self._lock:
             if self.epochs.assign(epoch, start_offset):
-                self.epochs.write()
+                # A new leader of a log that holds nothing: the entry protects no record, and a
+                # crash that loses it loses nothing (the next leadership assigns it again), so no
+                # flush needs to sync it. 10,000 new partitions were 20,000 fsyncs otherwise.
+                empty = self.log_end_offset == self.log_start_offset
+                self.epochs.write(durable=not empty)
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         with self._lock:

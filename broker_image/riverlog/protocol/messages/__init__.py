@@ -45,6 +45,9 @@ MODULES = (
     "list_partition_reassignments",
     "describe_topic_partitions",
     "update_features",
+    # Authentication (security/sasl/).
+    "sasl_handshake",
+    "sasl_authenticate",
     # Transactions (the transaction coordinator, transactions/).
     "add_partitions_to_txn",
     "add_offsets_to_txn",

@@ -1,0 +1,57 @@
+"""Which listeners speak SASL and how, from Kafka's property names.
+
+- ``sasl.enabled.mechanisms`` (or ``listener.name.<listener>.sasl.enabled.mechanisms``): PLAIN,
+  SCRAM-SHA-256, SCRAM-SHA-512. Kafka's default, GSSAPI (Kerberos), is not served: a SASL listener
+  must name its mechanisms.
+- PLAIN's users: ``listener.name.<listener>.plain.sasl.jaas.config`` with Kafka's PlainLoginModule
+  options ``user_<name>="<password>"``.
+- ``connections.max.reauth.ms`` (or per listener): KIP-368 session lifetime, 0 (default) none.
+"""
+
+from __future__ import annotations
+
+from ..config import BrokerConfig, ConfigError
+from .authenticator import SERVED_MECHANISMS, SaslSettings
+from .jaas import parse_jaas
+from .tls import listener_setting
+
+SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
+
+
+def jaas_key(listener: str, mechanism: str) -> str:
+    return f"listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config"
+
+
+def sasl_settings(config: BrokerConfig) -> dict[str, SaslSettings]:
+    """The settings of every SASL listener (ConfigError names what is wrong and the fix)."""
+    out: dict[str, SaslSettings] = {}
+    for lst in config.listeners():
+        if config.security_protocol(lst.name) not in SASL_PROTOCOLS:
+            continue
+        name = lst.name
+        mechanisms = tuple(m.strip().upper() for m in
+                           listener_setting(config, name, "sasl.enabled.mechanisms").split(",") if m.strip())
+        unserved = [m for m in mechanisms if m not in SERVED_MECHANISMS]
+        if not mechanisms or unserved:
+            raise ConfigError(f"listener {name}: sasl.enabled.mechanisms={','.join(mechanisms) or '(empty)'} "
+                              f"names {', '.join(unserved) or 'nothing'} Riverlog does not serve; choose from "
+                              f"{', '.join(SERVED_MECHANISMS)} (example: listener.name.{name.lower()}."
+                              "sasl.enabled.mechanisms=SCRAM-SHA-512)")
+        passwords: dict[str, str] = {}
+        if "PLAIN" in mechanisms:
+            raw = config.props.get(jaas_key(name, "PLAIN"), "")
+            if not raw:
+                raise ConfigError(f"listener {name} enables PLAIN but {jaas_key(name, 'PLAIN')} is not set "
+                                  "(example: org.apache.kafka.common.security.plain.PlainLoginModule required "
+                                  'user_alice="alice-secret";)')
+            try:
+                entry = parse_jaas(raw)
+            except ValueError as exc:
+                raise ConfigError(f"{jaas_key(name, 'PLAIN')}: {exc}") from None
+            passwords = {k.removeprefix("user_"): v for k, v in entry.options.items() if k.startswith("user_")}
+        try:
+            reauth = int(listener_setting(config, name, "connections.max.reauth.ms") or "0")
+        except ValueError:
+            raise ConfigError(f"listener {name}: connections.max.reauth.ms must be an integer") from None
+        out[name] = SaslSettings(name, mechanisms, passwords, max(0, reauth))
+    return out
