@@ -66,7 +66,7 @@ class SaslSession:
         self.settings = settings
         self._scram_credential = scram_credential
         self._mechanism: Mechanism | None = None
-        self.state = "handshake"  # then "authenticate", then "authenticated"
+        self.state = "handshake"  # then "authenticate", then "authenticated" (or "failed")
         self.principal: str | None = None
         self.expires_at_ms: int | None = None
 
@@ -81,7 +81,9 @@ class SaslSession:
             return True
         if self.state == "handshake":
             return api_key in (ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE)
-        return api_key == ApiKey.SASL_AUTHENTICATE
+        if self.state == "authenticate":
+            return api_key == ApiKey.SASL_AUTHENTICATE
+        return False  # failed: the connection is being closed
 
     def handshake(self, mechanism: str, version: int) -> ErrorCode:
         """SaslHandshake: NONE and the mechanism chosen, or the error (the connection then closes)."""
