@@ -59,6 +59,7 @@ CONSOLE_CONSUMER_MAIN = "org.apache.kafka.tools.consumer.ConsoleConsumer"
 GET_OFFSET_SHELL_MAIN = "org.apache.kafka.tools.GetOffsetShell"
 DELETE_RECORDS_MAIN = "org.apache.kafka.tools.DeleteRecordsCommand"
 TRANSACTIONS_MAIN = "org.apache.kafka.tools.TransactionsCommand"
+CONFIG_COMMAND_MAIN = "kafka.admin.ConfigCommand"  # kafka-configs.sh
 PRODUCER_PERF_MAIN = "org.apache.kafka.tools.ProducerPerformance"
 CONSUMER_PERF_MAIN = "org.apache.kafka.tools.ConsumerPerformance"
 

@@ -37,12 +37,14 @@ from .controller.quorum.controller import QuorumController
 from .controller.quorum.legacy_single_node import migrate_legacy_records
 from .controller.quorum.storage import METADATA_DIR_NAME
 from .controller.records import Endpoint
+from .controller.scram import as_credential
 from .coordinator.config import GroupConfig
 from .coordinator.runtime import GroupCoordinator
 from .handlers import build_apis
 from .handlers.txn_markers import write_txn_markers
 from .metrics import HealthServer, Metrics
 from .protocol.errors import ErrorCode
+from .security.sasl.scram import ScramCredential
 from .server.dispatch import Dispatcher
 from .server.lifecycle import run_until_signalled
 from .server.socket_server import SocketServer
@@ -127,10 +129,16 @@ class Broker:
         self.sockets = SocketServer(self.dispatcher.handle,
                                     max_frame=config.get_int("socket.request.max.bytes"),
                                     max_queued=max(1, config.get_int("max.in.flight.requests.per.connection")),
-                                    on_count=self.metrics.connections.set, config=config, metrics=self.metrics)
+                                    on_count=self.metrics.connections.set, config=config, metrics=self.metrics,
+                                    scram_credential=self._scram_credential)
         self._tasks: list[asyncio.Task[None]] = []
         self._unsubscribe: list[Callable[[], None]] = []
         self._stopped = asyncio.Event()
+
+    def _scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
+        """A SCRAM login's stored credential, from this broker's metadata image."""
+        record = self.image.scram.get((user, mechanism))
+        return None if record is None else as_credential(record)
 
     @property
     def image(self) -> MetadataImage:

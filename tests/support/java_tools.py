@@ -20,6 +20,7 @@ CONSOLE_CONSUMER = kafka_dist.CONSOLE_CONSUMER_MAIN  # kafka-console-consumer.sh
 GET_OFFSET_SHELL = kafka_dist.GET_OFFSET_SHELL_MAIN  # kafka-get-offsets.sh
 DELETE_RECORDS = kafka_dist.DELETE_RECORDS_MAIN  # kafka-delete-records.sh
 TRANSACTIONS = kafka_dist.TRANSACTIONS_MAIN  # kafka-transactions.sh
+CONFIGS = kafka_dist.CONFIG_COMMAND_MAIN  # kafka-configs.sh
 
 
 @dataclass(frozen=True)
@@ -114,6 +115,9 @@ class JavaTools:
         out = self.console_consumer(bootstrap, topic, "--command-config", str(config), "--from-beginning",
                                     "--max-messages", str(len(lines)), "--timeout-ms", "30000")
         return out.stdout.split()
+
+    def configs(self, bootstrap: str, *args: str, timeout: float = 90.0, check: bool = True) -> ToolResult:
+        return self.run(CONFIGS, ["--bootstrap-server", bootstrap, *args], timeout=timeout, check=check)
 
     def transactions(self, bootstrap: str, *args: str, timeout: float = 90.0, check: bool = True) -> ToolResult:
         return self.run(TRANSACTIONS, ["--bootstrap-server", bootstrap, *args], timeout=timeout, check=check)

@@ -26,6 +26,7 @@ from .image import MetadataImage
 from .partition_ops import AlterPartitionOutcome, AlterPartitionRequest, ElectionOutcome
 from .reassignment import OngoingReassignment, ReassignmentItem, ReassignmentResult
 from .records import Endpoint
+from .scram import ScramDeletion, ScramUpsertion, UserOutcome
 from .topic_ops import NewTopic, Outcome
 
 # Called with (old image, new image) after records are applied, on the event loop thread. It
@@ -128,4 +129,9 @@ class ControllerApi(Protocol):
 
     async def update_features(self, updates: Sequence[FeatureUpdate], *, validate_only: bool) -> list[FeatureOutcome]:
         """UpdateFeatures: all updates applied, or none (see ``features``)."""
+        ...
+
+    async def alter_user_scram_credentials(self, deletions: Sequence[ScramDeletion],
+                                           upsertions: Sequence[ScramUpsertion]) -> list[UserOutcome]:
+        """AlterUserScramCredentials: every accepted change committed together (see ``scram``)."""
         ...

@@ -23,7 +23,9 @@ from .records import (
     Record,
     RegisterBrokerRecord,
     RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
     TopicRecord,
+    UserScramCredentialRecord,
 )
 from .topic_names import INTERNAL_TOPICS
 
@@ -87,6 +89,8 @@ class MetadataImage:
     # Finalized feature levels (FeatureLevelRecord); a feature never set has its default (see
     # ``controller/features.py``).
     features: Mapping[str, int] = field(default_factory=dict)
+    # SCRAM credentials by (user, mechanism) (controller/scram.py).
+    scram: Mapping[tuple[str, str], UserScramCredentialRecord] = field(default_factory=dict)
 
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicImage | None:
         name = self.topic_ids.get(topic_id)
@@ -113,6 +117,7 @@ class MetadataImage:
         configs = {k: dict(v) for k, v in self.configs.items()}
         next_pid = self.next_producer_id
         features = dict(self.features)
+        scram = dict(self.scram)
         # Partition maps are copied only for topics a record touches.
         touched: dict[str, dict[int, PartitionImage]] = {}
         count = 0
@@ -183,6 +188,10 @@ class MetadataImage:
                 next_pid = max(next_pid, record.next_producer_id)
             elif isinstance(record, FeatureLevelRecord):
                 features[record.name] = record.level
+            elif isinstance(record, UserScramCredentialRecord):
+                scram[(record.name, record.mechanism)] = record
+            elif isinstance(record, RemoveUserScramCredentialRecord):
+                scram.pop((record.name, record.mechanism), None)
             elif isinstance(record, MetadataOffsetRecord):
                 base = record.offset - count
 
@@ -198,4 +207,5 @@ class MetadataImage:
             configs=MappingProxyType({k: MappingProxyType(v) for k, v in configs.items() if v}),
             next_producer_id=next_pid,
             features=MappingProxyType(features),
+            scram=MappingProxyType(scram),
         )

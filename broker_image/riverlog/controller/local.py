@@ -35,6 +35,7 @@ from .image import MetadataImage
 from .partition_ops import AlterPartitionOutcome, AlterPartitionRequest, ElectionOutcome
 from .reassignment import OngoingReassignment, ReassignmentItem, ReassignmentResult
 from .records import Endpoint, ProducerIdsRecord, Record, from_json, to_json
+from .scram import ScramDeletion, ScramUpsertion, UserOutcome, alter_credentials
 from .topic_ops import (
     EXCESSIVE_PARTITIONS,
     MAX_PARTITIONS_PER_REQUEST,
@@ -351,6 +352,14 @@ class LocalController:
         async with self._lock:
             outcomes, records = update_features(self.image, updates)
             if records and not validate_only:
+                await self.commit(list(records))
+            return outcomes
+
+    async def alter_user_scram_credentials(self, deletions: Sequence[ScramDeletion],
+                                           upsertions: Sequence[ScramUpsertion]) -> list[UserOutcome]:
+        async with self._lock:
+            outcomes, records = alter_credentials(self.image, deletions, upsertions)
+            if records:
                 await self.commit(list(records))
             return outcomes
 

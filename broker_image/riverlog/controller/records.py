@@ -123,6 +123,27 @@ class FeatureLevelRecord:
 
 
 @dataclass(frozen=True)
+class UserScramCredentialRecord:
+    """A user's SCRAM credential for one mechanism (Kafka's UserScramCredentialRecord): salt,
+    stored key and server key in base64, never the password. Replaces an earlier one."""
+
+    TYPE: ClassVar[str] = "user_scram_credential"
+    name: str
+    mechanism: str  # SCRAM-SHA-256 or SCRAM-SHA-512
+    salt: str
+    stored_key: str
+    server_key: str
+    iterations: int
+
+
+@dataclass(frozen=True)
+class RemoveUserScramCredentialRecord:
+    TYPE: ClassVar[str] = "remove_user_scram_credential"
+    name: str
+    mechanism: str
+
+
+@dataclass(frozen=True)
 class MetadataOffsetRecord:
     """Only in snapshots, as their last record: this record stands at metadata offset ``offset``
     (the offset of the image the snapshot was taken from). Records applied after the snapshot
@@ -142,6 +163,8 @@ Record = (
     | RemoveTopicRecord
     | ProducerIdsRecord
     | FeatureLevelRecord
+    | UserScramCredentialRecord
+    | RemoveUserScramCredentialRecord
     | MetadataOffsetRecord
 )
 
@@ -157,6 +180,8 @@ _TYPES: dict[str, Any] = {
         RemoveTopicRecord,
         ProducerIdsRecord,
         FeatureLevelRecord,
+        UserScramCredentialRecord,
+        RemoveUserScramCredentialRecord,
         MetadataOffsetRecord,
     )
 }
@@ -197,7 +222,9 @@ __all__ = [
     "Record",
     "RegisterBrokerRecord",
     "RemoveTopicRecord",
+    "RemoveUserScramCredentialRecord",
     "TopicRecord",
+    "UserScramCredentialRecord",
     "field",
     "from_json",
     "to_json",

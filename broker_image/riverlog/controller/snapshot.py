@@ -55,6 +55,7 @@ def image_to_records(image: MetadataImage) -> list[Record]:
     if image.next_producer_id:
         records.append(ProducerIdsRecord(NO_BROKER, image.next_producer_id))
     records.extend(FeatureLevelRecord(name, level) for name, level in sorted(image.features.items()))
+    records.extend(credential for _key, credential in sorted(image.scram.items()))
     records.append(MetadataOffsetRecord(image.offset))
     return records
 

@@ -43,6 +43,7 @@ from .quorum import (
 from .reassignments import handle_alter_partition_reassignments, handle_list_partition_reassignments
 from .records_admin import handle_delete_records, handle_offset_for_leader_epoch
 from .sasl import handle_sasl_authenticate, handle_sasl_handshake
+from .scram import handle_alter_user_scram_credentials, handle_describe_user_scram_credentials
 from .topics import handle_create_partitions, handle_create_topics, handle_delete_topics
 from .transactions import (
     handle_add_offsets_to_txn,
@@ -110,6 +111,8 @@ HANDLERS: dict[ApiKey, BrokerHandler] = {
     ApiKey.UPDATE_FEATURES: handle_update_features,  # finalized features (transaction.version)
     ApiKey.SASL_HANDSHAKE: handle_sasl_handshake,  # authentication (security/authenticator.py)
     ApiKey.SASL_AUTHENTICATE: handle_sasl_authenticate,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: handle_describe_user_scram_credentials,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: handle_alter_user_scram_credentials,
     # The metadata quorum (Fetch on __cluster_metadata goes through handle_fetch too).
     **QUORUM_HANDLERS,
 }

@@ -1,8 +1,8 @@
 """Which listeners speak SASL and how, from Kafka's property names.
 
-- ``sasl.enabled.mechanisms`` (or ``listener.name.<listener>.sasl.enabled.mechanisms``): PLAIN
-  for now (SCRAM-SHA-256/512 once their credentials are kept in the metadata log). Kafka's
-  default, GSSAPI (Kerberos), is not served: a SASL listener must name its mechanisms.
+- ``sasl.enabled.mechanisms`` (or ``listener.name.<listener>.sasl.enabled.mechanisms``): PLAIN,
+  SCRAM-SHA-256, SCRAM-SHA-512 (SCRAM credentials live in the metadata log: controller/scram.py).
+  Kafka's default, GSSAPI (Kerberos), is not served: a SASL listener must name its mechanisms.
 - PLAIN's users: ``listener.name.<listener>.plain.sasl.jaas.config`` with Kafka's PlainLoginModule
   options ``user_<name>="<password>"``.
 - ``connections.max.reauth.ms`` (or per listener): KIP-368 session lifetime, 0 (default) none.
@@ -16,9 +16,7 @@ from .jaas import parse_jaas
 from .tls import listener_setting
 
 SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
-# What a listener may enable today: SCRAM's exchange is written (sasl/scram.py) but its
-# credentials have no store yet (they belong in the metadata log), so it is not offered.
-ENABLED_MECHANISMS = tuple(m for m in SERVED_MECHANISMS if m == "PLAIN")
+ENABLED_MECHANISMS = SERVED_MECHANISMS
 
 
 def jaas_key(listener: str, mechanism: str) -> str:
@@ -39,7 +37,7 @@ def sasl_settings(config: BrokerConfig) -> dict[str, SaslSettings]:
             raise ConfigError(f"listener {name}: sasl.enabled.mechanisms={','.join(mechanisms) or '(empty)'} "
                               f"names {', '.join(unserved) or 'nothing'} Riverlog does not serve; choose from "
                               f"{', '.join(ENABLED_MECHANISMS)} (example: listener.name.{name.lower()}."
-                              "sasl.enabled.mechanisms=PLAIN)")
+                              "sasl.enabled.mechanisms=SCRAM-SHA-512)")
         passwords: dict[str, str] = {}
         if "PLAIN" in mechanisms:
             raw = config.props.get(jaas_key(name, "PLAIN"), "")

@@ -3,13 +3,14 @@
 * A metadata log entry is one committed batch of records (``encode_records`` /
   ``decode_records``): the records of one controller decision apply together or not at all.
 * A controller call (``messages/controller_call.py``) carries a ``ControllerApi`` method's
-  arguments and result: dataclasses, enums, UUIDs, tuples and maps, each tagged so it comes back
+  arguments and result: dataclasses, enums, UUIDs, bytes, tuples and maps, each tagged so it comes back
   as the same type (``to_wire`` / ``from_wire``). Only the classes registered here are built on
   decode: a peer cannot make this node instantiate anything else.
 """
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import enum
 import json
@@ -18,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ...protocol.errors import ErrorCode
-from .. import features, partition_ops, reassignment, topic_ops
+from .. import features, partition_ops, reassignment, scram, topic_ops
 from ..api import HeartbeatResult
 from ..records import Endpoint, Record, from_json, to_json
 
@@ -48,7 +49,8 @@ def register(cls: type) -> type:
 for _cls in (HeartbeatResult, Endpoint, topic_ops.NewTopic, topic_ops.Outcome,
              partition_ops.AlterPartitionRequest, partition_ops.AlterPartitionResult,
              partition_ops.AlterPartitionOutcome, partition_ops.ElectionOutcome,
-             reassignment.ReassignmentResult, features.FeatureUpdate, features.FeatureOutcome):
+             reassignment.ReassignmentResult, features.FeatureUpdate, features.FeatureOutcome,
+             scram.ScramDeletion, scram.ScramUpsertion, scram.UserOutcome):
     register(_cls)
 
 
@@ -61,6 +63,8 @@ def _encode(value: Any) -> Any:
         return value
     if isinstance(value, uuid.UUID):
         return {"$uuid": str(value)}
+    if isinstance(value, (bytes, bytearray)):
+        return {"$bytes": base64.b64encode(value).decode()}
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         if getattr(type(value), "TYPE", None) is not None:  # a metadata record
             return {"$record": to_json(value)}  # type: ignore[arg-type]
@@ -86,6 +90,8 @@ def _decode(value: Any) -> Any:
         return _ENUMS[value["$enum"]](value["v"])
     if "$uuid" in value:
         return uuid.UUID(value["$uuid"])
+    if "$bytes" in value:
+        return base64.b64decode(value["$bytes"])
     if "$record" in value:
         return from_json(value["$record"])
     if "$tuple" in value:

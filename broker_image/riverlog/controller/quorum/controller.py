@@ -40,6 +40,7 @@ from ..partition_ops import AlterPartitionOutcome, AlterPartitionRequest, Electi
 from ..raft import Entry, NotLeaderError, Snapshot
 from ..reassignment import ReassignmentItem, ReassignmentResult
 from ..records import Endpoint, Record
+from ..scram import ScramDeletion, ScramUpsertion, UserOutcome
 from ..topic_ops import NewTopic, Outcome
 from . import codec
 from .active_duties import ActiveDuties
@@ -346,6 +347,13 @@ class QuorumController(LocalController):
         return await self._router.route(
             "update_features", lambda: super(QuorumController, self).update_features(list(updates), **opts),
             (list(updates),), opts)
+
+    async def alter_user_scram_credentials(self, deletions: Sequence[ScramDeletion],
+                                           upsertions: Sequence[ScramUpsertion]) -> list[UserOutcome]:
+        return await self._router.route(
+            "alter_user_scram_credentials",
+            lambda: super(QuorumController, self).alter_user_scram_credentials(list(deletions), list(upsertions)),
+            (list(deletions), list(upsertions)), {})
 
     async def allocate_producer_id(self, broker_id: int) -> int:
         return await self._router.route(

@@ -37,7 +37,7 @@ CATCH_UP_TIMEOUT_S = 5.0  # waiting for this node's image to include a forwarded
 FORWARDABLE = frozenset({
     "register_broker", "heartbeat", "fence_broker", "alter_partition", "elect_leaders", "create_topics",
     "delete_topics", "create_partitions", "alter_topic_configs", "allocate_producer_id",
-    "alter_partition_reassignments", "update_features",
+    "alter_partition_reassignments", "update_features", "alter_user_scram_credentials",
 })
 
 

@@ -48,6 +48,8 @@ MODULES = (
     # Authentication (security/sasl/).
     "sasl_handshake",
     "sasl_authenticate",
+    "describe_user_scram_credentials",
+    "alter_user_scram_credentials",
     # Transactions (the transaction coordinator, transactions/).
     "add_partitions_to_txn",
     "add_offsets_to_txn",
