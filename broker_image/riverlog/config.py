@@ -15,7 +15,7 @@ from pathlib import Path
 from .config_refusals import SECURITY_PROTOCOLS, WHAT_TO_DO, parse_protocol_map, refusals
 
 ENV_PREFIX = "RIVERLOG_"
-SECRET_WORDS = ("password", "secret", "jaas", "token", "keystore.key")
+SECRET_WORDS = ("password", "secret", "jaas", "token", "keystore.key", "credentials")
 
 # Property -> default. Only properties Riverlog reads are listed; unknown keys are kept (so a
 # Kafka server.properties loads) and reported once at start-up.
@@ -166,6 +166,9 @@ DEFAULTS: dict[str, str] = {
     "sasl.enabled.mechanisms": "GSSAPI",
     "connections.max.reauth.ms": "0",
     "connection.failed.authentication.delay.ms": "100",
+    # Riverlog's own, Kafka's `kafka-storage format --add-scram` at start: SCRAM users made by the
+    # first active controller if missing (SCRAM-SHA-512=[name=admin,password=...];...).
+    "bootstrap.scram.credentials": "",
 }
 
 # Keys also read per listener, as listener.name.<name>.<key>.

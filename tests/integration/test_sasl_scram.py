@@ -103,3 +103,25 @@ def test_wrong_passwords_and_deleted_users_are_refused(scram: Scram, java_tools:
                        "--delete-config", "SCRAM-SHA-512")
     wait_until(lambda: not can_produce(scram.bootstrap, carol, "carol-topic"), timeout=30,
                message="carol refused once her credential is deleted")
+
+
+def test_bootstrap_credentials_exist_before_any_client_connects(broker_factory, broker_target) -> None:
+    if broker_target != "riverlog":
+        pytest.fail("bootstrap.scram.credentials is Riverlog's start-time form of Kafka's "
+                    "'kafka-storage format --add-scram'; run this test against Riverlog")
+    broker: BrokerProcess = broker_factory(start=False, overrides={
+        "listener.name.sasl.sasl.enabled.mechanisms": "SCRAM-SHA-512",
+        "bootstrap.scram.credentials": "SCRAM-SHA-512=[name=admin,password=admin-secret]"})
+    port = broker.add_listener("SASL", "SASL_PLAINTEXT", advertised_host="localhost")
+    broker.start()
+    admin = ClientSecurity("SASL_PLAINTEXT", mechanism="SCRAM-SHA-512", username="admin", password="admin-secret")
+    wait_until(lambda: can_produce(f"localhost:{port}", admin, "first-topic"), timeout=30,
+               message="the bootstrap user logs in")
+    assert "recorded bootstrap SCRAM credentials for admin (SCRAM-SHA-512)" in broker.log_path.read_text()
+    broker_lines = [line for line in broker.log_path.read_text().splitlines() if not line.startswith("=====")]
+    assert not any("admin-secret" in line for line in broker_lines)  # (the harness echoes its command)
+    # A restart records nothing again: the credential exists.
+    broker.restart()
+    wait_until(lambda: can_produce(f"localhost:{port}", admin, "first-topic"), timeout=30,
+               message="the bootstrap user logs in after a restart")
+    assert broker.log_path.read_text().count("recorded bootstrap SCRAM credentials") == 1

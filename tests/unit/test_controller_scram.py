@@ -86,3 +86,22 @@ def test_credentials_travel_to_the_active_controller_intact() -> None:
 
     call = ([ScramDeletion("bob", SHA256)], [upsert("alice", password="alice-secret")])
     assert from_wire(to_wire(call)) == (call[0], call[1])
+
+
+def test_bootstrap_credentials_kafka_s_add_scram_syntax() -> None:
+    from riverlog.controller.scram import BootstrapCredential, missing_bootstrap_records, parse_bootstrap_credentials
+
+    wanted = parse_bootstrap_credentials(
+        "SCRAM-SHA-512=[name=admin,password=admin-secret]; SCRAM-SHA-256=[name=ops,password=p,iterations=8192]")
+    assert wanted == [BootstrapCredential("SCRAM-SHA-512", "admin", "admin-secret"),
+                      BootstrapCredential("SCRAM-SHA-256", "ops", "p", 8192)]
+    assert parse_bootstrap_credentials("") == []
+    for bad in ("SCRAM-SHA-1=[name=a,password=b]", "SCRAM-SHA-512=[password=b]", "SCRAM-SHA-512=name=a",
+                "SCRAM-SHA-512=[name=a,password=b,iterations=10]"):
+        with pytest.raises(ValueError):
+            parse_bootstrap_credentials(bad)
+    # Only what is missing, and never over a credential that exists (changed since, perhaps).
+    image = MetadataImage().apply([password_record("ops", "SCRAM-SHA-256", "changed-since", SALT)])
+    records = missing_bootstrap_records(image, wanted, lambda: SALT)
+    assert [(r.name, r.mechanism) for r in records] == [("admin", "SCRAM-SHA-512")]
+    assert as_credential(records[0]) == make_credential("SCRAM-SHA-512", "admin-secret", salt=SALT)

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from ..config import BrokerConfig, ConfigError
+from ..controller.scram import parse_bootstrap_credentials
 from ..security.sasl_config import sasl_settings
 from ..security.tls import tls_sources
 from .table import format_table
@@ -37,7 +38,8 @@ def run(args: argparse.Namespace) -> int:
         # TLS files load and SASL settings parse, or the broker says why before it starts.
         tls_sources(config)
         sasl_settings(config)
-    except ConfigError as exc:
+        parse_bootstrap_credentials(config.get("bootstrap.scram.credentials"))
+    except (ConfigError, ValueError) as exc:
         print(f"riverlog broker: {exc}", file=sys.stderr)
         return 2
     if args.check_config:

@@ -19,7 +19,8 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..protocol.errors import ErrorCode
@@ -164,3 +165,46 @@ def describe_credentials(image: MetadataImage, users: Sequence[str] | None) -> l
             out.append(DescribedUser(name, ErrorCode.RESOURCE_NOT_FOUND,
                                      f"Attempt to describe a user credential that does not exist: {name}"))
     return out
+
+
+@dataclass(frozen=True)
+class BootstrapCredential:
+    mechanism: str
+    name: str
+    password: str
+    iterations: int = MIN_ITERATIONS
+
+
+_BOOTSTRAP_ENTRY = re.compile(r"\s*(SCRAM-SHA-256|SCRAM-SHA-512)\s*=\s*\[(.*?)\]\s*(?:;|$)")
+
+
+def parse_bootstrap_credentials(spec: str) -> list[BootstrapCredential]:
+    """``bootstrap.scram.credentials``: ``SCRAM-SHA-512=[name=admin,password=admin-secret]``
+    entries separated by ``;`` (Kafka's ``kafka-storage format --add-scram`` syntax, several at
+    once), with ``iterations=`` optional. ValueError names what is wrong."""
+    out: list[BootstrapCredential] = []
+    pos = 0
+    spec = spec.strip()
+    while pos < len(spec):
+        match = _BOOTSTRAP_ENTRY.match(spec, pos)
+        if match is None:
+            raise ValueError(f"bootstrap.scram.credentials: cannot read {spec[pos:pos + 30]!r} (expected "
+                             "SCRAM-SHA-512=[name=admin,password=...]; entries separated by ';')")
+        fields = dict(part.split("=", 1) for part in match.group(2).split(",") if "=" in part)
+        if not fields.get("name") or "password" not in fields or set(fields) - {"name", "password", "iterations"}:
+            raise ValueError("bootstrap.scram.credentials: each entry needs name= and password= (and at most "
+                             "iterations=)")
+        iterations = int(fields.get("iterations", MIN_ITERATIONS))
+        if not MIN_ITERATIONS <= iterations <= MAX_ITERATIONS:
+            raise ValueError(f"bootstrap.scram.credentials: iterations must be {MIN_ITERATIONS} to {MAX_ITERATIONS}")
+        out.append(BootstrapCredential(match.group(1), fields["name"], fields["password"], iterations))
+        pos = match.end()
+    return out
+
+
+def missing_bootstrap_records(image: MetadataImage, wanted: Sequence[BootstrapCredential],
+                              salt: Callable[[], bytes]) -> list[UserScramCredentialRecord]:
+    """The bootstrap credentials the image does not have yet (never replacing one that exists:
+    a password changed since with kafka-configs stays changed)."""
+    return [password_record(c.name, c.mechanism, c.password, salt(), c.iterations)
+            for c in wanted if (c.name, c.mechanism) not in image.scram]

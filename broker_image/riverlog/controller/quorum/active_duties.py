@@ -47,6 +47,8 @@ class ActiveController(Protocol):
 
     def excuse_stall(self, seconds: float) -> None: ...
 
+    async def commit_bootstrap_credentials(self) -> None: ...
+
     async def fence_expired(self, session_timeout_ms: int) -> list[int]: ...
 
     async def fence_if_still_silent(self, broker_id: int, last_heartbeat: float, address: tuple[str, int]) -> None: ...
@@ -86,6 +88,12 @@ class ActiveDuties:
                 self._active_epoch = epoch
                 controller.begin_active_term()
                 log.info("node %d is the active controller (epoch %d)", controller.node_id, epoch)
+                try:
+                    await controller.commit_bootstrap_credentials()
+                except (NotLeaderError, LeadershipLostError, ControllerUnavailableError):
+                    self._active_epoch = None  # lost it meanwhile: the next active term tries again
+                except Exception:
+                    log.exception("recording bootstrap SCRAM credentials failed")
                 continue
             try:
                 await controller.fence_expired(controller.session_timeout_ms)

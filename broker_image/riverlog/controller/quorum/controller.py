@@ -24,11 +24,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import secrets
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ...config import BrokerConfig, Voter
+from ...config import BrokerConfig, ConfigError, Voter
 from ...protocol.errors import ErrorCode
 from .. import partition_ops
 from ..api import HeartbeatResult
@@ -40,7 +41,13 @@ from ..partition_ops import AlterPartitionOutcome, AlterPartitionRequest, Electi
 from ..raft import Entry, NotLeaderError, Snapshot
 from ..reassignment import ReassignmentItem, ReassignmentResult
 from ..records import Endpoint, Record
-from ..scram import ScramDeletion, ScramUpsertion, UserOutcome
+from ..scram import (
+    ScramDeletion,
+    ScramUpsertion,
+    UserOutcome,
+    missing_bootstrap_records,
+    parse_bootstrap_credentials,
+)
 from ..topic_ops import NewTopic, Outcome
 from . import codec
 from .active_duties import ActiveDuties
@@ -69,6 +76,10 @@ class QuorumController(LocalController):
         self.heartbeat_interval_ms = config.get_int("broker.heartbeat.interval.ms")
         self.inter_broker_listener = config.get("inter.broker.listener.name")
         self.leader_balance = LeaderBalanceSettings.from_broker(config)
+        try:
+            self._bootstrap_scram = parse_bootstrap_credentials(config.get("bootstrap.scram.credentials"))
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
         rc = raft_config(config)
         self.transport = RaftTransport(
             config.node_id, cluster_id, {v.node_id: Address(v.host, v.port) for v in voters},
@@ -216,6 +227,20 @@ class QuorumController(LocalController):
         now = asyncio.get_running_loop().time()
         self.last_heartbeat = {b: now for b in self.image.brokers}
         self._next_pid = self._pid_block_end = 0
+
+    async def commit_bootstrap_credentials(self) -> None:
+        """``bootstrap.scram.credentials`` (Kafka: ``kafka-storage format --add-scram``): users
+        that exist before any client can connect, so a cluster with only SASL listeners needs no
+        plaintext window to make its first user. The first active controller that finds one
+        missing records it; an existing credential is never replaced."""
+        if not self._bootstrap_scram:
+            return
+        async with self._lock:
+            records = missing_bootstrap_records(self.image, self._bootstrap_scram, lambda: secrets.token_bytes(32))
+            if records:
+                await self.commit(list(records))
+                log.info("recorded bootstrap SCRAM credentials for %s",
+                         ", ".join(f"{r.name} ({r.mechanism})" for r in records))
 
     async def fence_if_still_silent(self, broker_id: int, last_heartbeat: float, address: tuple[str, int]) -> None:
         """Fence ``broker_id``, whose listener at ``address`` refused a connection, unless a
