@@ -501,3 +501,25 @@ def test_leading_a_new_partition_costs_no_fsync(tmp_path: Path, monkeypatch: pyt
     log.assign_epoch(2, log.log_end_offset)
     assert log.epochs.flush()  # a leader change over records: durable at the next flush
     log.close()
+
+
+def test_the_epoch_of_a_new_partition_is_synced_with_its_first_durable_records(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The leader epoch written while the log was empty needs no fsync of its own, but once a
+    flush makes records durable (and moves the recovery point over them) the epoch file they
+    were written under must be durable too: recovery trusts both below the recovery point."""
+    from riverlog.storage import epoch_cache
+
+    log = open_log(tmp_path)
+    log.assign_epoch(3, 0)
+    synced_paths: list[Path] = []
+    real = epoch_cache.fsync_path
+    monkeypatch.setattr(epoch_cache, "fsync_path", lambda path: (synced_paths.append(path), real(path))[1])
+    log.flush()
+    assert synced_paths == []  # nothing depends on it yet
+    log.append_as_leader(batch(2), leader_epoch=3, now_ms=NOW)
+    log.flush()
+    assert synced_paths == [log.epochs.path] and log.recovery_point == 2
+    log.flush()
+    assert synced_paths == [log.epochs.path]  # and only once
+    log.close()

@@ -26,6 +26,9 @@ class LeaderEpochCache:
         self.path = directory / CHECKPOINT_NAME
         self.entries: list[tuple[int, int]] = []  # (epoch, start offset), both increasing
         self._unsynced = True  # the first flush syncs whatever the file holds
+        # Written without a need to survive a crash on its own (no record depends on it yet):
+        # synced by the first flush that makes records durable, which then depend on it.
+        self._deferred = False
 
     def load(self) -> bool:
         """Read the checkpoint; False if it is missing or malformed (the log then rebuilds it)."""
@@ -52,24 +55,31 @@ class LeaderEpochCache:
 
     def write(self, *, sync: bool = False, durable: bool = True) -> None:
         """Replace the file; ``sync`` fsyncs it now, else the next flush does (unless not
-        ``durable``: nothing depends on this version surviving a crash)."""
+        ``durable``: nothing depends on this version yet, so only a flush that also makes records
+        durable syncs it)."""
         lines = ["0", str(len(self.entries)), *(f"{e} {o}" for e, o in self.entries)]
         atomic_write(self.path, ("\n".join(lines) + "\n").encode(), sync=sync)
         # Marked after the rename: a flush racing with the write syncs the new file or, having
         # cleared the mark first, leaves it for the next flush. (Writes hold the log's lock.)
         if sync:
-            self._unsynced = False
+            self._unsynced = self._deferred = False
         elif durable:
             self._unsynced = True
+        else:
+            self._deferred = True
 
-    def mark_synced(self) -> None:
+    def mark_synced(self, *, deferred: bool = False) -> None:
+        """Nothing to sync (the loader made it durable); ``deferred``: nothing yet, until records
+        that depend on it are made durable (a brand-new log)."""
         self._unsynced = False
+        self._deferred = deferred
 
-    def flush(self) -> bool:
-        """fsync the file if written since the last flush; True if it did."""
-        if not self._unsynced:
+    def flush(self, *, records_synced: bool = False) -> bool:
+        """fsync the file if written since the last flush, or if it waits for the records this
+        flush made durable (``records_synced``); True if it did."""
+        if not (self._unsynced or (self._deferred and records_synced)):
             return False
-        self._unsynced = False
+        self._unsynced = self._deferred = False
         fsync_path(self.path)
         return True
 

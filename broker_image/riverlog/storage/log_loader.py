@@ -128,10 +128,11 @@ class LogLoader:
             directory, checkpoint.PartitionState(log_start_offset, recovery_point, high_watermark), sync=not fresh
         )
         checkpoint.clear_clean_shutdown(directory)
-        # As the docstring says: durable now, so the first periodic flush has nothing to sync.
+        # As the docstring says: durable now, so the first periodic flush has nothing to sync. A
+        # brand-new log's files were not synced: its epoch file goes with its first durable records.
         for segment in self.segments:
             segment.mark_synced()
-        self.epochs.mark_synced()
+        self.epochs.mark_synced(deferred=fresh)
         return LoadedLog(self.segments, log_start_offset, log_end_offset, high_watermark, recovery_point)
 
     def _tidy_directory(self) -> list[int]:
