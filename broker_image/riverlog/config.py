@@ -155,17 +155,14 @@ DEFAULTS: dict[str, str] = {
     "ssl.truststore.password": "",
     "ssl.client.auth": "none",
     "ssl.enabled.protocols": "TLSv1.2,TLSv1.3",
-    "ssl.protocol": "TLSv1.3",
     "ssl.cipher.suites": "",
     "ssl.principal.mapping.rules": "DEFAULT",
-    "ssl.endpoint.identification.algorithm": "https",
     # Riverlog's own: how often TLS key and certificate files are checked for a rotation.
     "ssl.file.reload.interval.ms": "30000",
     # SASL on SASL_PLAINTEXT and SASL_SSL listeners (security/sasl_config.py), Kafka's names and
     # defaults (GSSAPI is not served: a SASL listener names its mechanisms).
     "sasl.enabled.mechanisms": "GSSAPI",
     "connections.max.reauth.ms": "0",
-    "connection.failed.authentication.delay.ms": "100",
     # Riverlog's own, Kafka's `kafka-storage format --add-scram` at start: SCRAM users made by the
     # first active controller if missing (SCRAM-SHA-512=[name=admin,password=...];...).
     "bootstrap.scram.credentials": "",

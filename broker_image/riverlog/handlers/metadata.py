@@ -90,14 +90,7 @@ async def handle_metadata(broker: BrokerHost, ctx: RequestContext, req: Body) ->
         "auto.create.topics.enable"
     )
     image = broker.image
-    brokers = broker_entries(broker, ctx, image)
-    reachable = reachable_brokers(brokers)
-    unreachable = ErrorCode.LISTENER_NOT_FOUND if ctx.version >= 6 else ErrorCode.LEADER_NOT_AVAILABLE
-    topics: list[Body] = []
-    if requested is None:
-        topics = [topic_entry(t, image, reachable, unreachable)
-                  for t in sorted(image.topics.values(), key=lambda t: t.name)]
-    else:
+    if requested is not None:
         missing = [
             r["name"] for r in requested
             if r.get("name") and r["name"] not in image.topics and not topic_name_error(r["name"])
@@ -114,6 +107,15 @@ async def handle_metadata(broker: BrokerHost, ctx: RequestContext, req: Body) ->
                                         max(1, len(image.brokers))),
             )
             image = broker.image
+    # Brokers and leaders as the answer's image has them, by their address on this listener.
+    brokers = broker_entries(broker, ctx, image)
+    reachable = reachable_brokers(brokers)
+    unreachable = ErrorCode.LISTENER_NOT_FOUND if ctx.version >= 6 else ErrorCode.LEADER_NOT_AVAILABLE
+    topics: list[Body] = []
+    if requested is None:
+        topics = [topic_entry(t, image, reachable, unreachable)
+                  for t in sorted(image.topics.values(), key=lambda t: t.name)]
+    else:
         for r in requested:
             name, topic_id = r.get("name"), r.get("topic_id")
             topic = image.topics.get(name) if name else (
@@ -131,7 +133,7 @@ async def handle_metadata(broker: BrokerHost, ctx: RequestContext, req: Body) ->
                                "topic_id": topic_id, "partitions": []})
     return {
         "throttle_time_ms": 0,
-        "brokers": brokers if image is broker.image else broker_entries(broker, ctx, image),
+        "brokers": brokers,
         "cluster_id": image.cluster_id,
         "controller_id": broker.controller.controller_id,
         "topics": topics,

@@ -92,6 +92,9 @@ class TlsSettings:
         if get("ssl.keystore.password"):
             raise ConfigError(f"ssl.keystore.password on {where}: a PEM keystore has no store password; "
                               "use ssl.key.password for an encrypted key, as Kafka does")
+        if get("ssl.truststore.password"):
+            raise ConfigError(f"ssl.truststore.password on {where}: a PEM truststore has no password "
+                              "(Kafka refuses it too); remove it")
         if self.keystore_location and (self.keystore_key or self.keystore_chain):
             raise ConfigError(f"{where} sets both ssl.keystore.location and an inline ssl.keystore.key/"
                               "ssl.keystore.certificate.chain; use one")

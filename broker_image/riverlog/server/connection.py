@@ -90,7 +90,8 @@ async def _sendfile_when_writable(sock_fd: int, region: FileRegion, sent: int) -
 class Connection(asyncio.Protocol):
     def __init__(self, handler: Handler, *, max_frame: int, max_queued: int, on_close: Callable[[Connection], None],
                  pool: MemoryPool | None = None, listener: str = "", ip: str = "",
-                 principal_rules: list[Rule] | None = None, sasl: SaslSession | None = None):
+                 tls: bool = False, principal_rules: list[Rule] | None = None,
+                 sasl: SaslSession | None = None):
         self._handler = handler
         self._max_frame = max_frame
         self._max_queued = max_queued
@@ -98,9 +99,9 @@ class Connection(asyncio.Protocol):
         self._pool = pool
         self.listener = listener
         self.ip = ip
-        # TLS connections (principal_rules given) map their client certificate to a principal;
+        # TLS connections map their client certificate to a principal (``principal_rules``);
         # their responses are encrypted here, so record data is copied, never sendfile'd.
-        self.tls = principal_rules is not None
+        self.tls = tls
         self._principal_rules = principal_rules or []
         self.principal = ANONYMOUS
         # SASL listeners: the authentication state; requests are gated on it (dispatch.py).

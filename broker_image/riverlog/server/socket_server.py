@@ -186,7 +186,7 @@ class SocketServer:
             sasl = self.sasl.get(listener)
             conn = Connection(self._handler, max_frame=self._max_frame, max_queued=self._max_queued,
                               on_close=self._connection_closed, pool=group.pool, listener=listener, ip=ip,
-                              principal_rules=self._principal_rules.get(listener),
+                              tls=listener in self.tls, principal_rules=self._principal_rules.get(listener),
                               sasl=SaslSession(sasl, self._scram_credential) if sasl is not None else None)
             made.append(conn)
             self.connections.add(conn)
