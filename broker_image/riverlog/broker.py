@@ -108,7 +108,7 @@ class Broker:
         # The transaction coordinator: __transaction_state partitions led here, markers to leaders
         # (those for partitions led here too go through the WriteTxnMarkers handler, in-process).
         self.transactions = TransactionCoordinator(TxnConfig.from_broker(config), self.node_id, self.replicas,
-                                                   self.controller, config.get("inter.broker.listener.name"),
+                                                   self.controller, config.inter_broker_listener(),
                                                    local_markers=lambda body: write_txn_markers(self, body))
         self.coordinator.on_load_time = self.metrics.coordinator_load_seconds.labels("group").observe
         self.transactions.on_load_time = self.metrics.coordinator_load_seconds.labels("transaction").observe

@@ -27,6 +27,8 @@ DEFAULTS: dict[str, str] = {
     "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
     "controller.listener.names": "CONTROLLER",
     "inter.broker.listener.name": "PLAINTEXT",
+    # Kafka's older way to name the inter-broker listener (by its protocol); exclusive with the above.
+    "security.inter.broker.protocol": "PLAINTEXT",
     "controller.quorum.voters": "",
     # Metadata quorum timings (Kafka's names; shorter than Kafka's 1000/2000/2000 defaults where
     # noted in RaftConfig, so a local cluster elects a new controller in about two seconds).
@@ -157,12 +159,19 @@ DEFAULTS: dict[str, str] = {
     "ssl.enabled.protocols": "TLSv1.2,TLSv1.3",
     "ssl.cipher.suites": "",
     "ssl.principal.mapping.rules": "DEFAULT",
+    # Read by the broker's client side (inter-broker and controller connections): whether the
+    # peer's certificate must name the address dialled.
+    "ssl.endpoint.identification.algorithm": "https",
     # Riverlog's own: how often TLS key and certificate files are checked for a rotation.
     "ssl.file.reload.interval.ms": "30000",
     # SASL on SASL_PLAINTEXT and SASL_SSL listeners (security/sasl_config.py), Kafka's names and
     # defaults (GSSAPI is not served: a SASL listener names its mechanisms).
     "sasl.enabled.mechanisms": "GSSAPI",
     "connections.max.reauth.ms": "0",
+    # The mechanism a node authenticates with on a SASL inter-broker or controller listener
+    # (security/client_config.py); Kafka's default GSSAPI is not spoken, so SASL there needs one.
+    "sasl.mechanism.inter.broker.protocol": "GSSAPI",
+    "sasl.mechanism.controller.protocol": "GSSAPI",
     # Riverlog's own, Kafka's `kafka-storage format --add-scram` at start: SCRAM users made by the
     # first active controller if missing (SCRAM-SHA-512=[name=admin,password=...];...).
     "bootstrap.scram.credentials": "",
@@ -401,19 +410,14 @@ class BrokerConfig:
         refused = refusals(self.props, self.explicit, names)
         if refused:
             raise ConfigError(f"unsupported security configuration: {', '.join(refused)}. {WHAT_TO_DO}")
-        # Node-to-node connections (replication, markers, the quorum) are plaintext for now: the
-        # inter-broker and controller listeners must be PLAINTEXT listeners this node has.
-        inter_broker = self.get("inter.broker.listener.name").strip().upper()
+        if "security.inter.broker.protocol" in self.explicit and "inter.broker.listener.name" in self.explicit:
+            raise ConfigError("security.inter.broker.protocol and inter.broker.listener.name are both set; "
+                              "Kafka allows only one: keep inter.broker.listener.name")
+        inter_broker = self.inter_broker_listener()
         if "broker" in self.process_roles and inter_broker not in names:
-            raise ConfigError(f"inter.broker.listener.name={inter_broker} is not one of the listeners "
+            raise ConfigError(f"the inter-broker listener {inter_broker} (inter.broker.listener.name or "
+                              f"security.inter.broker.protocol) is not one of the listeners "
                               f"({self.get('listeners')}); add a {inter_broker} listener or name another")
-        node_to_node = {inter_broker, *self._controller_listener_names()} & set(names)
-        for name in sorted(node_to_node):
-            if self.security_protocol(name) != "PLAINTEXT":
-                raise ConfigError(f"listener {name} carries node-to-node traffic (inter.broker.listener.name or "
-                                  f"controller.listener.names) and is {self.security_protocol(name)}: Riverlog's "
-                                  "nodes do not speak TLS to each other yet. Keep that listener PLAINTEXT on a "
-                                  "private interface and serve clients TLS on another listener.")
 
     def _validate_connection_limits(self) -> None:
         # Kafka's rules: the limits are ints of at least 0 (2147483647 = none), a per-IP limit of
@@ -492,6 +496,19 @@ class BrokerConfig:
         entry, or its own name when that is a protocol (validated at load)."""
         protocol_map = parse_protocol_map(self.get("listener.security.protocol.map"))
         return protocol_map.get(listener.upper()) or listener.upper()
+
+    def inter_broker_listener(self) -> str:
+        """The listener brokers replicate and send markers over: ``inter.broker.listener.name``,
+        or (Kafka's older way) the listener named by ``security.inter.broker.protocol``."""
+        if "security.inter.broker.protocol" in self.explicit:
+            return self.get("security.inter.broker.protocol").strip().upper()
+        return self.get("inter.broker.listener.name").strip().upper()
+
+    def controller_listener(self) -> str:
+        """The listener a node dials the controllers on: the first of ``controller.listener.names``,
+        as Kafka's brokers choose it."""
+        names = [n.strip().upper() for n in self.get("controller.listener.names").split(",") if n.strip()]
+        return names[0] if names else "CONTROLLER"
 
     def client_listeners(self) -> list[Listener]:
         controller_names = self._controller_listener_names()

@@ -24,7 +24,7 @@ REFUSED_PREFIXES = (
     "sasl.oauthbearer.",  # OAUTHBEARER's token validation
     "sasl.kerberos.",  # GSSAPI
     "sasl.server.callback.handler.",  # custom credential checks (Java classes)
-    "sasl.login.",  # the broker's own login for inter-broker SASL
+    "sasl.login.",  # login callbacks and refresh (OAUTHBEARER, Kerberos)
     "authorizer.",  # ACLs (authorizer.class.name)
     "delegation.token.",  # delegation tokens authenticate clients
     "principal.builder.",  # principal.builder.class: who a client is
@@ -32,9 +32,6 @@ REFUSED_PREFIXES = (
 REFUSED_NAMES = frozenset({
     "super.users",  # meaningful only with an authorizer
     "allow.everyone.if.no.acl.found",
-    "security.inter.broker.protocol",  # checked for its value below
-    "sasl.mechanism.inter.broker.protocol",  # node-to-node traffic is PLAINTEXT for now
-    "sasl.mechanism.controller.protocol",
 })
 
 WHAT_TO_DO = ("Riverlog serves TLS and SASL PLAIN/SCRAM but not yet OAUTHBEARER, GSSAPI or ACLs, and "
@@ -69,12 +66,7 @@ def refusals(props: Mapping[str, str], explicit: frozenset[str], listener_names:
     """
     found: list[str] = []
     for key in sorted(explicit):
-        if key.startswith(REFUSED_PREFIXES):
-            found.append(key)
-        elif key == "security.inter.broker.protocol":
-            if props[key].strip().upper() != "PLAINTEXT":
-                found.append(f"{key}={props[key]}")
-        elif key in REFUSED_NAMES:
+        if key.startswith(REFUSED_PREFIXES) or key in REFUSED_NAMES:
             found.append(key)
         elif key.startswith("listener.name.") and any(part in key for part in (".sasl.oauthbearer.",
                                                                               ".sasl.server.callback.",

@@ -14,12 +14,10 @@ PLAIN = {"listeners": "PLAINTEXT://127.0.0.1:9092"}
 
 @pytest.mark.parametrize("extra, named", [
     ({"sasl.oauthbearer.jwks.endpoint.url": "https://idp/jwks"}, "sasl.oauthbearer.jwks.endpoint.url"),
-    ({"sasl.mechanism.inter.broker.protocol": "PLAIN"}, "sasl.mechanism.inter.broker.protocol"),
     ({"sasl.kerberos.service.name": "kafka"}, "sasl.kerberos.service.name"),
     ({"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer"}, "authorizer.class.name"),
     ({"super.users": "User:admin"}, "super.users"),
     ({"allow.everyone.if.no.acl.found": "false"}, "allow.everyone.if.no.acl.found"),
-    ({"security.inter.broker.protocol": "SSL"}, "security.inter.broker.protocol=SSL"),
     ({"listener.name.sasl_ssl.oauthbearer.sasl.server.callback.handler.class": "x"},
      "listener.name.sasl_ssl.oauthbearer.sasl.server.callback.handler.class"),
     ({"principal.builder.class": "x.Builder"}, "principal.builder.class"),
@@ -45,11 +43,24 @@ def test_client_listeners_of_every_protocol_load(listeners: str, protocol_map: s
     assert {config.security_protocol(lst.name) for lst in config.listeners()} - {"PLAINTEXT"}
 
 
+def test_node_to_node_traffic_may_use_any_protocol_kafka_has() -> None:
+    tls = BrokerConfig({"listeners": "PLAINTEXT://:9092,SSL://:9093", "inter.broker.listener.name": "SSL"})
+    assert tls.inter_broker_listener() == "SSL"
+    # Kafka's older property names the listener by its protocol.
+    older = BrokerConfig({"listeners": "PLAINTEXT://:9092,SASL_SSL://:9093",
+                          "security.inter.broker.protocol": "SASL_SSL"})
+    assert older.inter_broker_listener() == "SASL_SSL"
+    secured_quorum = BrokerConfig({"listeners": "PLAINTEXT://:9092,CONTROLLER://:9093",
+                                   "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:SASL_SSL"})
+    assert secured_quorum.security_protocol(secured_quorum.controller_listener()) == "SASL_SSL"
+
+
 @pytest.mark.parametrize("props, named", [
-    ({"listeners": "PLAINTEXT://:9092,SSL://:9093", "inter.broker.listener.name": "SSL"}, "listener SSL carries"),
-    ({"listeners": "SSL://:9093"}, "inter.broker.listener.name=PLAINTEXT is not one of the listeners"),
+    ({"listeners": "SSL://:9093"}, "the inter-broker listener PLAINTEXT .* is not one of the listeners"),
+    ({"listeners": "PLAINTEXT://:9092,SSL://:9093", "inter.broker.listener.name": "SSL",
+      "security.inter.broker.protocol": "SSL"}, "Kafka allows only one"),
 ])
-def test_node_to_node_traffic_stays_on_a_plaintext_listener_for_now(props: dict[str, str], named: str) -> None:
+def test_the_inter_broker_listener_must_exist_and_be_named_once(props: dict[str, str], named: str) -> None:
     with pytest.raises(ConfigError, match=named):
         BrokerConfig(props)
 
@@ -68,12 +79,12 @@ def test_a_listener_missing_from_the_protocol_map_is_refused_as_kafka_does() -> 
 
 
 def test_what_is_harmless_still_loads() -> None:
-    # Kafka's sample server.properties maps SSL and SASL_SSL without using them; a PLAINTEXT
-    # inter-broker protocol is what Riverlog does; other unknown keys are only reported.
+    # Kafka's sample server.properties maps SSL and SASL_SSL without using them; unknown keys are
+    # only reported.
     config = BrokerConfig({**PLAIN, "security.inter.broker.protocol": "PLAINTEXT", "num.network.threads": "3",
                            "listener.security.protocol.map":
                                "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_SSL:SASL_SSL"})
-    assert config.unknown == ["num.network.threads", "security.inter.broker.protocol"]
+    assert config.unknown == ["num.network.threads"]
     # Per-listener TLS and SASL keys are read, so not reported as unknown.
     scoped = BrokerConfig({**PLAIN, "listener.name.plaintext.ssl.client.auth": "required",
                            "listener.name.plaintext.plain.sasl.jaas.config": "x",

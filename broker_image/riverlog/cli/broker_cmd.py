@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ..config import BrokerConfig, ConfigError
 from ..controller.scram import parse_bootstrap_credentials
+from ..security.client_config import controller_security, inter_broker_security
 from ..security.sasl_config import sasl_settings
 from ..security.tls import tls_sources
 from .table import format_table
@@ -38,6 +39,10 @@ def run(args: argparse.Namespace) -> int:
         # TLS files load and SASL settings parse, or the broker says why before it starts.
         tls_sources(config)
         sasl_settings(config)
+        # ... and so do the node's own client settings towards other brokers and the controllers.
+        if "broker" in config.process_roles:
+            inter_broker_security(config)
+        controller_security(config)
         parse_bootstrap_credentials(config.get("bootstrap.scram.credentials"))
     except (ConfigError, ValueError) as exc:
         print(f"riverlog broker: {exc}", file=sys.stderr)

@@ -15,9 +15,11 @@ import os
 import sys
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any, TextIO
 
 from ..client.errors import (
+    AuthenticationError,
     BrokerError,
     BrokerUnreachableError,
     ClientError,
@@ -25,7 +27,9 @@ from ..client.errors import (
     RequestTimeoutError,
     UnsupportedApiError,
 )
+from ..config import parse_properties
 from ..protocol.errors import ErrorCode, KafkaError
+from ..security.client_config import ClientSecurity
 
 DEFAULT_BOOTSTRAP = "localhost:9092"
 BOOTSTRAP_ENV = "RIVERLOG_BOOTSTRAP"
@@ -49,10 +53,27 @@ def client_options() -> argparse.ArgumentParser:
         help=f"brokers to connect to (default: ${BOOTSTRAP_ENV} or {DEFAULT_BOOTSTRAP})",
     )
     parent.add_argument(
+        "--command-config", metavar="FILE",
+        help="Kafka client properties for a secured listener (security.protocol, ssl.truststore.location, "
+             "ssl.keystore.location, sasl.mechanism, sasl.jaas.config), as Kafka's tools take them",
+    )
+    parent.add_argument(
         "--output", choices=("table", "json"), default="table",
         help="table: aligned columns for people (default); json: one JSON document per line",
     )
     return parent
+
+
+def client_security(args: argparse.Namespace) -> ClientSecurity | None:
+    """The TLS and SASL settings of ``--command-config FILE``, or None for plaintext."""
+    path = getattr(args, "command_config", None)
+    if not path:
+        return None
+    file = Path(path)
+    if not file.is_file():
+        raise UsageError(f"--command-config {path}: no such file (it holds Kafka client properties such as "
+                         "security.protocol=SASL_SSL)")
+    return ClientSecurity.from_properties(parse_properties(file.read_text()), where=f"--command-config {path}")
 
 
 def parse_key_values(items: list[str] | None, option: str) -> dict[str, str]:
@@ -76,6 +97,9 @@ def describe_error(exc: BaseException, *, topic: str | None = None) -> str:
         where = ", ".join(exc.addresses)
         return (f"cannot reach {where} ({exc.reason}): is the broker running? start one with `make run`, "
                 f"or point --bootstrap-server (or ${BOOTSTRAP_ENV}) at a running broker")
+    if isinstance(exc, AuthenticationError):
+        return (f"{exc}: check the credentials and TLS settings given with --command-config (and that the "
+                "address is a listener of that security protocol)")
     if isinstance(exc, ConnectionClosedError):
         return f"{exc}: check the address and the broker's log, then retry"
     if isinstance(exc, RequestTimeoutError):

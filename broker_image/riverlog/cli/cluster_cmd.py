@@ -7,7 +7,7 @@ from typing import Any
 
 from ..client.admin import AdminClient, ClusterDescription, QuorumDescription
 from ..client.cluster import TopicInfo
-from .client_common import client_options, print_json, run_command
+from .client_common import client_options, client_security, print_json, run_command
 from .table import format_table
 
 
@@ -69,7 +69,7 @@ def quorum_summary(quorum: QuorumDescription) -> dict[str, Any]:
 
 
 async def _describe(args: argparse.Namespace) -> int:
-    async with AdminClient(args.bootstrap_server) as admin:
+    async with AdminClient(args.bootstrap_server, security=client_security(args)) as admin:
         cluster = await admin.describe_cluster()
         topics = await admin.list_topics(include_internal=args.include_internal)
         quorum = await admin.describe_quorum()

@@ -9,7 +9,7 @@ from typing import Any
 
 from ..client.consumer import Consumer, ConsumerRecord
 from ..client.offsets import EARLIEST, LATEST
-from .client_common import UsageError, client_options, print_json, run_command
+from .client_common import UsageError, client_options, client_security, print_json, run_command
 from .table import StreamingTable
 
 # Minimum widths of the streaming table's columns (all but the last, the value).
@@ -110,7 +110,7 @@ async def _consume(args: argparse.Namespace, state: _State) -> int:
         raise UsageError("--timeout-ms must not be negative")
     idle = None if args.timeout_ms is None else args.timeout_ms / 1000
     table = StreamingTable(sys.stdout, ["partition", "offset", "timestamp", "key", "headers", "value"], _WIDTHS)
-    async with Consumer(args.bootstrap_server) as consumer:
+    async with Consumer(args.bootstrap_server, security=client_security(args)) as consumer:
         partitions = None if args.partition is None else [args.partition]
         await consumer.assign(args.topic, partitions, start=start)
         async for record in consumer.records(max_records=args.max_messages, idle_timeout=idle):

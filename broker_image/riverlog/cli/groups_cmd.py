@@ -19,7 +19,7 @@ from ..client.admin import AdminClient, CommittedOffset, GroupDescription, Group
 from ..client.errors import BrokerError, ClientError
 from ..client.offsets import EARLIEST, LATEST
 from ..protocol.errors import ErrorCode
-from .client_common import EXIT_FAILURE, UsageError, client_options, error, print_json, run_command
+from .client_common import EXIT_FAILURE, UsageError, client_options, client_security, error, print_json, run_command
 from .table import format_table
 
 
@@ -67,7 +67,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _admin(args: argparse.Namespace) -> AdminClient:
-    return AdminClient(args.bootstrap_server)
+    return AdminClient(args.bootstrap_server, security=client_security(args))
 
 
 def _first_topic(specs: Sequence[str] | None) -> str | None:

@@ -10,7 +10,16 @@ from dataclasses import dataclass, field
 from typing import BinaryIO
 
 from ..client.producer import COMPRESSION_NAMES, Producer, RecordMetadata, parse_acks
-from .client_common import Progress, Rate, UsageError, client_options, parse_key_values, print_json, run_command
+from .client_common import (
+    Progress,
+    Rate,
+    UsageError,
+    client_options,
+    client_security,
+    parse_key_values,
+    print_json,
+    run_command,
+)
 from .table import format_table
 
 _READ_CHUNK = 256 * 1024
@@ -106,7 +115,8 @@ async def _produce(args: argparse.Namespace) -> int:
     if args.key_separator == "":
         raise UsageError("--key-separator cannot be empty")
     stats = _Stats()
-    producer = Producer(args.bootstrap_server, acks=acks, compression=args.compression, linger_ms=args.linger_ms,
+    producer = Producer(args.bootstrap_server, security=client_security(args), acks=acks,
+                        compression=args.compression, linger_ms=args.linger_ms,
                         max_block=_TOPIC_WAIT)
     async with producer:
         # Resolve the topic before reading input, so a typo fails at once, not after the first line.

@@ -11,7 +11,7 @@ from ..client.cluster import TopicInfo
 from ..client.errors import ClientError
 from ..client.offsets import EARLIEST, LATEST, list_offsets
 from ..protocol.errors import KafkaError
-from .client_common import UsageError, client_options, parse_key_values, print_json, run_command
+from .client_common import UsageError, client_options, client_security, parse_key_values, print_json, run_command
 from .table import format_table
 
 # ListOffsets in `describe` is a nicety: do not let a leaderless partition stall it for long.
@@ -58,7 +58,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _admin(args: argparse.Namespace) -> AdminClient:
-    return AdminClient(args.bootstrap_server)
+    return AdminClient(args.bootstrap_server, security=client_security(args))
 
 
 # --- create ---------------------------------------------------------------------------------------

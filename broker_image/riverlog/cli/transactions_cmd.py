@@ -23,7 +23,7 @@ from typing import Any
 from ..client.admin import AdminClient, ProducerState, TransactionDescription
 from ..client.errors import BrokerError, ClientError
 from ..protocol.errors import ErrorCode
-from .client_common import UsageError, client_options, print_json, run_command
+from .client_common import UsageError, client_options, client_security, print_json, run_command
 from .table import format_table
 
 # Kafka's transaction states, for --state's help and a friendlier check than the broker's.
@@ -85,7 +85,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _admin(args: argparse.Namespace) -> AdminClient:
-    return AdminClient(args.bootstrap_server)
+    return AdminClient(args.bootstrap_server, security=client_security(args))
 
 
 def _time_text(ms: int) -> str | None:

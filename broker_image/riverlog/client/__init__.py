@@ -23,6 +23,7 @@ from .cluster import BrokerInfo, Cluster, PartitionInfo, TopicInfo
 from .connection import BrokerConnection
 from .consumer import Consumer, ConsumerRecord
 from .errors import (
+    AuthenticationError,
     BrokerError,
     BrokerUnreachableError,
     ClientError,
@@ -39,6 +40,7 @@ __all__ = [
     "LATEST",
     "MAX_TIMESTAMP",
     "AdminClient",
+    "AuthenticationError",
     "BrokerConnection",
     "BrokerError",
     "BrokerInfo",

@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 from ..protocol.api_keys import ApiKey
 from ..protocol.errors import ErrorCode
 from ..protocol.primitives import ZERO_UUID, DecodeError
+from ..security.client_config import ClientSecurity
 from .cluster import BrokerInfo, Cluster, TopicInfo
 from .connection import BrokerConnection
 from .consumer_protocol import PROTOCOL_TYPE as CONSUMER_PROTOCOL_TYPE
@@ -229,9 +230,11 @@ class AdminClient:
         connect_timeout: float = 10.0,
         request_timeout: float = 30.0,
         operation_timeout: float = DEFAULT_OPERATION_TIMEOUT,
+        security: ClientSecurity | None = None,
     ) -> None:
         self.cluster = Cluster(
-            bootstrap, client_id=client_id, connect_timeout=connect_timeout, request_timeout=request_timeout
+            bootstrap, client_id=client_id, connect_timeout=connect_timeout, request_timeout=request_timeout,
+            security=security,
         )
         self.operation_timeout = operation_timeout
 

@@ -16,6 +16,7 @@ from typing import Any
 from ..protocol.api_keys import ApiKey
 from ..protocol.errors import ErrorCode
 from ..protocol.primitives import ZERO_UUID
+from ..security.client_config import ClientSecurity
 from .bootstrap import format_address, parse_bootstrap
 from .connection import BrokerConnection
 from .errors import (
@@ -112,11 +113,13 @@ class Cluster:
         client_id: str | None = "riverlog",
         connect_timeout: float = 10.0,
         request_timeout: float = 30.0,
+        security: ClientSecurity | None = None,
     ) -> None:
         self.bootstrap = parse_bootstrap(bootstrap) if isinstance(bootstrap, str) else list(bootstrap)
         if not self.bootstrap:
             raise ValueError("no bootstrap servers given")
         self.client_id = client_id
+        self.security = security
         self.connect_timeout = connect_timeout
         self.request_timeout = request_timeout
         self.metadata: ClusterMetadata | None = None
@@ -161,6 +164,7 @@ class Cluster:
                 BrokerConnection.connect(
                     host, port, client_id=self.client_id,
                     connect_timeout=self.connect_timeout, request_timeout=self.request_timeout,
+                    security=self.security,
                 )
             )
             self._connecting[key] = task

@@ -12,8 +12,11 @@ import asyncio
 import contextlib
 import logging
 import os
+import random
 import socket
+import ssl
 import struct
+import time
 from typing import Any
 
 from ..protocol.api_keys import ApiKey
@@ -27,8 +30,12 @@ from ..protocol.header import (
 from ..protocol.messages import MESSAGES
 from ..protocol.primitives import DecodeError, Reader, Writer
 from ..protocol.schema import Message
+from ..security.client_config import ClientSecurity, client_ssl_context
+from ..security.sasl.errors import SaslAuthenticationError
+from ..security.sasl.scram import ScramClient
 from .bootstrap import format_address
 from .errors import (
+    AuthenticationError,
     BrokerUnreachableError,
     ClientError,
     ConnectionClosedError,
@@ -83,6 +90,7 @@ class BrokerConnection:
         *,
         client_id: str | None,
         request_timeout: float,
+        security: ClientSecurity | None = None,
     ) -> None:
         self.host = host
         self.port = port
@@ -96,6 +104,11 @@ class BrokerConnection:
         self._pending: dict[int, _Pending] = {}
         self._next_id = 0
         self._closed_reason: str | None = None
+        self.security = security
+        # KIP-368: when the broker gives the SASL session a lifetime, the connection authenticates
+        # again before it runs out (monotonic deadline), holding new requests meanwhile.
+        self._reauth_at: float | None = None
+        self._reauth_lock = asyncio.Lock()
         self._read_task = asyncio.get_running_loop().create_task(self._read_loop())
 
     # --- lifecycle ------------------------------------------------------------------------------
@@ -110,28 +123,41 @@ class BrokerConnection:
         connect_timeout: float = 10.0,
         request_timeout: float = 30.0,
         negotiate: bool = True,
+        security: ClientSecurity | None = None,
     ) -> BrokerConnection:
-        """Open a connection and (by default) learn the broker's API versions.
+        """Open a connection, (by default) learn the broker's API versions, and authenticate as
+        ``security`` says (TLS handshake, then SASL after ApiVersions, as Kafka's clients do).
 
-        Raises :class:`BrokerUnreachableError` when the TCP connection cannot be made in time.
+        Raises :class:`BrokerUnreachableError` when the TCP connection cannot be made in time,
+        :class:`AuthenticationError` when TLS or SASL refuses us.
         """
         address = format_address(host, port)
+        context: ssl.SSLContext | None = None
+        if security is not None and security.tls:
+            context = client_ssl_context(security)
         try:
             reader, writer = await asyncio.wait_for(
-                asyncio.open_connection(host, port), timeout=connect_timeout
+                asyncio.open_connection(host, port, ssl=context,
+                                        server_hostname=host if context is not None else None),
+                timeout=connect_timeout,
             )
         except TimeoutError:
             raise BrokerUnreachableError([address], f"no answer within {connect_timeout:g}s") from None
+        except ssl.SSLError as exc:
+            raise AuthenticationError(address, f"TLS handshake failed: {_tls_failure(exc)}") from None
         except OSError as exc:
             raise BrokerUnreachableError([address], _connect_failure(exc)) from None
-        conn = cls(reader, writer, host, port, client_id=client_id, request_timeout=request_timeout)
-        if negotiate:
-            try:
+        conn = cls(reader, writer, host, port, client_id=client_id, request_timeout=request_timeout,
+                   security=security)
+        try:
+            if negotiate:
                 # A peer that accepts but never answers is as unreachable as one that refuses.
                 await conn.negotiate_versions(timeout=connect_timeout)
-            except BaseException:
-                await conn.close()
-                raise
+            if security is not None and security.sasl:
+                await conn.authenticate(timeout=connect_timeout)
+        except BaseException:
+            await conn.close()
+            raise
         return conn
 
     @property
@@ -206,6 +232,57 @@ class BrokerConnection:
             return False
         return True
 
+    # --- SASL -----------------------------------------------------------------------------------
+
+    async def authenticate(self, timeout: float | None = None) -> None:
+        """SaslHandshake, then SaslAuthenticate until the mechanism is done (also KIP-368's
+        re-authentication on an open connection). AuthenticationError says why it failed."""
+        security = self.security
+        assert security is not None and security.sasl
+        mechanism = security.mechanism
+        handshake = await self.request(ApiKey.SASL_HANDSHAKE, {"mechanism": mechanism},
+                                       self._sasl_version(ApiKey.SASL_HANDSHAKE, 1), timeout=timeout, _auth=True)
+        if handshake["error_code"] == ErrorCode.UNSUPPORTED_SASL_MECHANISM:
+            raise AuthenticationError(self.address, f"the listener does not enable SASL mechanism {mechanism}; it "
+                                      f"enables {', '.join(handshake['mechanisms']) or 'none'}: set sasl.mechanism "
+                                      "to one of them")
+        if handshake["error_code"] != ErrorCode.NONE:
+            raise AuthenticationError(self.address, f"SaslHandshake answered {_code_name(handshake['error_code'])}")
+        version = self._sasl_version(ApiKey.SASL_AUTHENTICATE, 2)
+        lifetime_ms = 0
+        try:
+            if mechanism == "PLAIN":
+                token = f"\0{security.username}\0{security.password}".encode()
+                lifetime_ms = (await self._sasl_step(token, version, timeout))[1]
+            else:
+                scram = ScramClient(mechanism, security.username, security.password)
+                server_first, _ = await self._sasl_step(scram.first(), version, timeout)
+                server_final, lifetime_ms = await self._sasl_step(scram.final(server_first), version, timeout)
+                scram.verify(server_final)
+        except SaslAuthenticationError as exc:
+            raise AuthenticationError(self.address, str(exc)) from None
+        # Like Kafka's clients: again at 85-95 % of the lifetime, so a fleet does not all renew at once.
+        self._reauth_at = (time.monotonic() + lifetime_ms / 1000 * random.uniform(0.85, 0.95)
+                           if lifetime_ms > 0 else None)
+
+    async def _sasl_step(self, token: bytes, version: int, timeout: float | None) -> tuple[bytes, int]:
+        answer = await self.request(ApiKey.SASL_AUTHENTICATE, {"auth_bytes": token}, version, timeout=timeout,
+                                    _auth=True)
+        if answer["error_code"] != ErrorCode.NONE:
+            detail = answer.get("error_message") or _code_name(answer["error_code"])
+            raise AuthenticationError(self.address, f"{_code_name(answer['error_code'])}: {detail}")
+        return bytes(answer["auth_bytes"] or b""), int(answer.get("session_lifetime_ms") or 0)
+
+    def _sasl_version(self, api_key: int, fallback: int) -> int:
+        # Before ApiVersions (negotiate=False) every Kafka broker since 2.0 speaks these versions.
+        return self.version_for(api_key) if self.broker_versions else fallback
+
+    async def _reauthenticate_if_due(self) -> None:
+        async with self._reauth_lock:
+            if self._reauth_at is not None and time.monotonic() >= self._reauth_at:
+                log.debug("%s: re-authenticating (KIP-368)", self.address)
+                await self.authenticate()
+
     # --- requests -------------------------------------------------------------------------------
 
     async def request(
@@ -215,8 +292,11 @@ class BrokerConnection:
         version: int | None = None,
         *,
         timeout: float | None = None,
+        _auth: bool = False,
     ) -> dict[str, Any]:
         """Send one request and wait for its decoded response body."""
+        if not _auth and self._reauth_at is not None and time.monotonic() >= self._reauth_at:
+            await self._reauthenticate_if_due()
         correlation_id, future = self._send(api_key, body, version, expect_response=True)
         assert future is not None
         try:
@@ -235,6 +315,8 @@ class BrokerConnection:
 
     async def send_only(self, api_key: int, body: dict[str, Any], version: int | None = None) -> None:
         """Send a request the broker will not answer (Produce with acks=0)."""
+        if self._reauth_at is not None and time.monotonic() >= self._reauth_at:
+            await self._reauthenticate_if_due()
         self._send(api_key, body, version, expect_response=False)
         await self._drain()
 
@@ -344,6 +426,14 @@ def _connect_failure(exc: OSError) -> str:
     if exc.errno:
         return os.strerror(exc.errno).lower()
     return str(exc) or type(exc).__name__
+
+
+def _tls_failure(exc: ssl.SSLError) -> str:
+    """What went wrong, with the fix for the usual cases."""
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        return (f"{exc.verify_message or exc.reason}: the broker's certificate is not trusted or does not name "
+                "this address; check ssl.truststore.location (and ssl.endpoint.identification.algorithm)")
+    return str(exc.reason or exc)
 
 
 def _printable(data: bytes) -> str:

@@ -21,6 +21,7 @@ from ..protocol.api_keys import ApiKey
 from ..protocol.errors import ErrorCode, KafkaError
 from ..protocol.primitives import ZERO_UUID
 from ..protocol.record_batch import HEADER_SIZE, MIN_BATCH_LENGTH, corrupt, decode_records, read_header
+from ..security.client_config import ClientSecurity
 from .cluster import Cluster
 from .errors import STALE_METADATA_CODES, BrokerError, BrokerUnreachableError, ClientError, ConnectionClosedError
 from .offsets import EARLIEST, LATEST, list_offsets
@@ -95,11 +96,12 @@ class Consumer:
         auto_offset_reset: str = "earliest",
         connect_timeout: float = 10.0,
         request_timeout: float = 30.0,
+        security: ClientSecurity | None = None,
     ) -> None:
         if auto_offset_reset not in ("earliest", "latest", "none"):
             raise ValueError("auto_offset_reset must be earliest, latest or none")
         self.cluster = Cluster(bootstrap, client_id=client_id, connect_timeout=connect_timeout,
-                               request_timeout=request_timeout)
+                               request_timeout=request_timeout, security=security)
         self.max_wait_ms = max_wait_ms
         self.min_bytes = min_bytes
         self.max_bytes = max_bytes

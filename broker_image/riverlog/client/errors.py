@@ -31,6 +31,15 @@ class ConnectionClosedError(ClientError):
         super().__init__(f"connection to {address} closed{': ' + detail if detail else ''}")
 
 
+class AuthenticationError(ClientError):
+    """TLS or SASL refused this client (untrusted certificate, wrong password, unknown mechanism)."""
+
+    def __init__(self, address: str, detail: str) -> None:
+        self.address = address
+        self.detail = detail
+        super().__init__(f"authentication with {address} failed: {detail}")
+
+
 class RequestTimeoutError(ClientError):
     """No response arrived within the request timeout."""
 

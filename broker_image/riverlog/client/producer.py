@@ -22,6 +22,7 @@ from ..protocol.api_keys import ApiKey
 from ..protocol.errors import ErrorCode, KafkaError
 from ..protocol.primitives import ZERO_UUID
 from ..protocol.record_batch import Compression, NewRecord, build_batch
+from ..security.client_config import ClientSecurity
 from .cluster import Cluster, TopicInfo
 from .errors import (
     RETRIABLE_CODES,
@@ -120,9 +121,10 @@ class Producer:
         delivery_timeout: float = 120.0,
         max_block: float = 10.0,
         allow_auto_create_topics: bool = False,
+        security: ClientSecurity | None = None,
     ) -> None:
         self.cluster = Cluster(bootstrap, client_id=client_id, connect_timeout=connect_timeout,
-                               request_timeout=request_timeout)
+                               request_timeout=request_timeout, security=security)
         self.acks = parse_acks(acks)
         self.compression = parse_compression(compression)
         self.linger = linger_ms / 1000.0

@@ -55,6 +55,7 @@ from ..config import BrokerConfig
 from ..protocol.api_keys import ApiKey
 from ..protocol.errors import ErrorCode, KafkaError
 from ..protocol.record_batch import LENGTH_POS, LOG_OVERHEAD
+from ..security.client_config import ClientSecurity, inter_broker_security
 from .fetch_session_handler import FetchSessionHandler, PartitionFetch, SessionKey, SessionRequest
 from .fetch_sessions import INVALID_SESSION_ID
 from .partition import Partition
@@ -106,10 +107,13 @@ class FetcherConfig:
     min_bytes: int = 1  # replica.fetch.min.bytes
     backoff_ms: int = 1000  # replica.fetch.backoff.ms
     socket_timeout_ms: int = 30_000  # replica.socket.timeout.ms
+    # TLS and SASL towards leaders: the inter-broker listener's settings (None: plaintext).
+    security: ClientSecurity | None = None
 
     @classmethod
     def from_broker(cls, config: BrokerConfig) -> FetcherConfig:
         return cls(
+            security=inter_broker_security(config),
             max_bytes=config.get_int("replica.fetch.response.max.bytes"),
             partition_max_bytes=config.get_int("replica.fetch.max.bytes"),
             max_wait_ms=config.get_int("replica.fetch.wait.max.ms"),
@@ -345,7 +349,8 @@ class LeaderFetcher:
         self.session.request_full()
         self._conn = await BrokerConnection.connect(
             address[0], address[1], client_id=f"replica-fetcher-{self.manager.node_id}",
-            connect_timeout=timeout, request_timeout=timeout + self.manager.config.max_wait_ms / 1000)
+            connect_timeout=timeout, request_timeout=timeout + self.manager.config.max_wait_ms / 1000,
+            security=self.manager.config.security)
         return self._conn
 
     async def _drop_connection(self) -> None:

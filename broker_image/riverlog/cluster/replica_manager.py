@@ -322,7 +322,7 @@ class ReplicaManager:
         broker = self.image.brokers.get(broker_id)
         if broker is None:
             return None
-        ep = broker.endpoint(self.config.get("inter.broker.listener.name")) or broker.endpoint()
+        ep = broker.endpoint(self.config.inter_broker_listener()) or broker.endpoint()
         return (ep.host, ep.port) if ep is not None else None
 
     def _remove_topic(self, topic: TopicImage) -> None:

@@ -23,7 +23,7 @@ def client_endpoint(broker: BrokerHost, ctx: RequestContext, node: BrokerImage) 
     no listener name: the inter-broker listener (or any) stands in for them."""
     if ctx.connection.listener:
         return node.endpoint(ctx.connection.listener)
-    return node.endpoint(broker.config.get("inter.broker.listener.name")) or node.endpoint()
+    return node.endpoint(broker.config.inter_broker_listener()) or node.endpoint()
 
 
 def resolve_topic(broker: BrokerHost, name: str | None, topic_id: uuid.UUID | None) -> TopicImage | None:

@@ -94,7 +94,7 @@ async def handle_describe_quorum(broker: QuorumHost, ctx: RequestContext, req: B
         address = quorum.transport.voters[leader]
         try:
             conn = await BrokerConnection.connect(address.host, address.port, negotiate=False, connect_timeout=2.0,
-                                                  request_timeout=5.0)
+                                                  request_timeout=5.0, security=quorum.transport.security)
             try:
                 return await conn.request(ApiKey.DESCRIBE_QUORUM, req, ctx.version)
             finally:

@@ -130,7 +130,7 @@ class TlsSettings:
         if self.keystore_location:
             context.load_cert_chain(self.keystore_location, password=password)
         else:
-            _load_inline_chain(context, self.keystore_chain, self.keystore_key, password)
+            load_inline_chain(context, self.keystore_chain, self.keystore_key, password)
         if self.truststore_location:
             context.load_verify_locations(cafile=self.truststore_location)
         elif self.truststore_certificates:
@@ -139,7 +139,7 @@ class TlsSettings:
         return context
 
 
-def _load_inline_chain(context: ssl.SSLContext, chain: str, key: str, password: str | None) -> None:
+def load_inline_chain(context: ssl.SSLContext, chain: str, key: str, password: str | None) -> None:
     # OpenSSL loads keys from files only: write them to a private temporary file, gone at once.
     fd, name = tempfile.mkstemp(prefix="riverlog-key-", suffix=".pem")
     try:

@@ -66,7 +66,7 @@ class ConnectionLimits:
             connections_max_idle_ms=config.get_int("connections.max.idle.ms"),
             request_frame_timeout_ms=config.get_int("socket.request.frame.timeout.ms"),
             queued_max_request_bytes=config.get_int("queued.max.request.bytes"),
-            inter_broker_listener=config.get("inter.broker.listener.name").upper(),
+            inter_broker_listener=config.inter_broker_listener(),
         )
 
     def max_for_ip(self, ip: str) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..config import BrokerConfig
+from ..security.client_config import ClientSecurity, inter_broker_security
 
 
 @dataclass(frozen=True)
@@ -23,10 +24,13 @@ class TxnConfig:
     # Marker requests: answer timeout, and the pause before another round to leaders that failed.
     marker_request_timeout_ms: int = 30_000
     marker_retry_backoff_ms: int = 100
+    # TLS and SASL towards other brokers (markers, partition adds): the inter-broker listener's.
+    security: ClientSecurity | None = None
 
     @classmethod
     def from_broker(cls, config: BrokerConfig) -> TxnConfig:
         return cls(
+            security=inter_broker_security(config),
             transactional_id_expiration_ms=config.get_int("transactional.id.expiration.ms"),
             max_timeout_ms=config.get_int("transaction.max.timeout.ms"),
             topic_num_partitions=config.get_int("transaction.state.log.num.partitions"),

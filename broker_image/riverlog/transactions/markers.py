@@ -228,7 +228,7 @@ class _LeaderQueue:
         timeout = self.channel.config.marker_request_timeout_ms / 1000
         return await BrokerConnection.connect(
             address[0], address[1], client_id=f"txn-marker-channel-{self.channel.node_id}",
-            connect_timeout=timeout, request_timeout=timeout)
+            connect_timeout=timeout, request_timeout=timeout, security=self.channel.config.security)
 
     async def _drop_connection(self) -> None:
         conn, self._conn = self._conn, None

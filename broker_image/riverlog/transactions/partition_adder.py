@@ -31,6 +31,7 @@ from ..client.errors import ClientError
 from ..controller.image import MetadataImage
 from ..protocol.api_keys import ApiKey
 from ..protocol.errors import ErrorCode
+from ..security.client_config import ClientSecurity
 from .placement import TRANSACTION_STATE_TOPIC, partition_for
 from .state import TopicPartition
 
@@ -51,8 +52,10 @@ UNAVAILABLE = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AV
 
 class PartitionAdder:
     def __init__(self, node_id: int, image: Callable[[], MetadataImage], listener_name: str, local: LocalAdd,
-                 request_timeout_s: float = 30.0, local_verify: LocalVerify | None = None) -> None:
+                 request_timeout_s: float = 30.0, local_verify: LocalVerify | None = None,
+                 security: ClientSecurity | None = None) -> None:
         self.node_id = node_id
+        self.security = security
         self.image = image
         self.listener_name = listener_name
         self.local = local
@@ -150,7 +153,8 @@ class PartitionAdder:
                 raise ClientError(f"broker {broker_id} has no endpoint")
             conn = await BrokerConnection.connect(endpoint.host, endpoint.port, client_id=f"broker-{self.node_id}",
                                                   connect_timeout=self.request_timeout_s,
-                                                  request_timeout=self.request_timeout_s)
+                                                  request_timeout=self.request_timeout_s,
+                                                  security=self.security)
             self._conns[broker_id] = conn
             return conn
 

@@ -64,7 +64,8 @@ class TransactionCoordinator(CoordinatorShell[TxnShard, _ShardHandle, TxnLogReco
         self.markers = MarkerChannel(node_id, config, lambda: self.controller.image, listener_name, local_markers)
         # Transaction version 2: partition leaders and group coordinators add partitions here.
         self.adder = PartitionAdder(node_id, lambda: self.controller.image, listener_name, self._add_locally,
-                                    config.marker_request_timeout_ms / 1000, self._verify_locally)
+                                    config.marker_request_timeout_ms / 1000, self._verify_locally,
+                                    security=config.security)
         self._maintenance: asyncio.Task[None] | None = None
         # Told (committed, seconds from Prepare* written to Complete* written) per completed
         # transaction (metrics).

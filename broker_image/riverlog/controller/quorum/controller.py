@@ -31,6 +31,7 @@ from typing import Any
 
 from ...config import BrokerConfig, ConfigError, Voter
 from ...protocol.errors import ErrorCode
+from ...security.client_config import controller_security
 from .. import partition_ops
 from ..api import HeartbeatResult
 from ..features import FeatureOutcome, FeatureUpdate
@@ -74,7 +75,7 @@ class QuorumController(LocalController):
         self.voter_ids = frozenset(v.node_id for v in voters)
         self.session_timeout_ms = config.get_int("broker.session.timeout.ms")
         self.heartbeat_interval_ms = config.get_int("broker.heartbeat.interval.ms")
-        self.inter_broker_listener = config.get("inter.broker.listener.name")
+        self.inter_broker_listener = config.inter_broker_listener()
         self.leader_balance = LeaderBalanceSettings.from_broker(config)
         try:
             self._bootstrap_scram = parse_bootstrap_credentials(config.get("bootstrap.scram.credentials"))
@@ -83,7 +84,8 @@ class QuorumController(LocalController):
         rc = raft_config(config)
         self.transport = RaftTransport(
             config.node_id, cluster_id, {v.node_id: Address(v.host, v.port) for v in voters},
-            request_timeout_s=rc.request_timeout_ms / 1000, fetch_wait_s=rc.fetch_max_wait_ms / 1000)
+            request_timeout_s=rc.request_timeout_ms / 1000, fetch_wait_s=rc.fetch_max_wait_ms / 1000,
+            security=controller_security(config))
         self.driver = RaftDriver(config.node_id, self.voter_ids, QuorumStorage(metadata_dir), self.transport,
                                  self._apply_entries, rc)
         self.transport.driver = self.driver

@@ -172,7 +172,8 @@ class CallRouter:
             address = node.transport.voters[leader]
             conn = await BrokerConnection.connect(
                 address.host, address.port, client_id=f"controller-call-{node.node_id}",
-                connect_timeout=2.0, request_timeout=CALL_TIMEOUT_S, negotiate=False)
+                connect_timeout=2.0, request_timeout=CALL_TIMEOUT_S, negotiate=False,
+                security=node.transport.security)
             self._calls[leader] = conn
         body = {"cluster_id": node.image.cluster_id, "caller_id": node.node_id, "method": method,
                 "arguments": codec.to_wire({"args": tuple(arguments), "kwargs": dict(options)})}

@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ...client.connection import BrokerConnection
+from ...security.client_config import ClientSecurity
 from ..raft import (
     BeginQuorumEpochResponse,
     EndQuorumEpochResponse,
@@ -58,8 +59,10 @@ class _Waiter:
 
 class RaftTransport(Transport):
     def __init__(self, node_id: int, cluster_id: str, voters: Mapping[int, Address], *,
-                 request_timeout_s: float, fetch_wait_s: float) -> None:
+                 request_timeout_s: float, fetch_wait_s: float, security: ClientSecurity | None = None) -> None:
         self.node_id = node_id
+        # TLS and SASL towards the other voters: the controller listener's settings.
+        self.security = security
         self.cluster_id = cluster_id
         self.voters = dict(voters)
         self.request_timeout_s = request_timeout_s
@@ -122,7 +125,7 @@ class RaftTransport(Transport):
             conn = await BrokerConnection.connect(
                 address.host, address.port, client_id=f"raft-{self.node_id}",
                 connect_timeout=self.request_timeout_s, request_timeout=self.request_timeout_s,
-                negotiate=False)
+                negotiate=False, security=self.security)
             self._connections[key] = conn
             return conn
 

@@ -161,3 +161,61 @@ class ScramServer:
         self._state = "done"
         self.done = True
         return b"v=" + base64.b64encode(server_signature)
+
+
+def _escape_username(name: str) -> str:
+    return name.replace("=", "=3D").replace(",", "=2C")
+
+
+class ScramClient:
+    """The client's side of one SCRAM exchange: ``first()``, then ``final(server_first)``, then
+    ``verify(server_final)``, which proves the server knew the credential too. Raises
+    SaslAuthenticationError on a malformed or dishonest server answer."""
+
+    def __init__(self, mechanism: str, username: str, password: str,
+                 nonce: Callable[[], str] = lambda: secrets.token_urlsafe(24)) -> None:
+        self.mechanism = mechanism
+        self.algorithm = HASHES[mechanism]
+        self._username, self._password = username, password
+        self._client_nonce = nonce()
+        self._client_first_bare = f"n={_escape_username(username)},r={self._client_nonce}"
+        self._server_signature = b""
+
+    def first(self) -> bytes:
+        return f"n,,{self._client_first_bare}".encode()
+
+    def final(self, server_first: bytes) -> bytes:
+        try:
+            text = server_first.decode("utf-8")
+            attrs = _attributes(text)
+            nonce, salt, iterations = attrs["r"], base64.b64decode(attrs["s"], validate=True), int(attrs["i"])
+        except (UnicodeDecodeError, ValueError, KeyError):
+            raise SaslAuthenticationError(self.mechanism, "the server's first message is malformed") from None
+        if not nonce.startswith(self._client_nonce) or len(nonce) == len(self._client_nonce):
+            raise SaslAuthenticationError(self.mechanism, "the server did not extend the client nonce")
+        if not MIN_ITERATIONS <= iterations <= MAX_ITERATIONS:
+            raise SaslAuthenticationError(self.mechanism, f"the server asks for {iterations} iterations")
+        salted = hashlib.pbkdf2_hmac(self.algorithm, self._password.encode(), salt, iterations)
+        client_key = _hmac(self.algorithm, salted, b"Client Key")
+        stored_key = hashlib.new(self.algorithm, client_key).digest()
+        without_proof = f"c=biws,r={nonce}"
+        auth_message = f"{self._client_first_bare},{text},{without_proof}".encode()
+        signature = _hmac(self.algorithm, stored_key, auth_message)
+        proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
+        self._server_signature = _hmac(self.algorithm, _hmac(self.algorithm, salted, b"Server Key"), auth_message)
+        return f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
+
+    def verify(self, server_final: bytes) -> None:
+        try:
+            attrs = _attributes(server_final.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            raise SaslAuthenticationError(self.mechanism, "the server's final message is malformed") from None
+        if "e" in attrs:
+            raise SaslAuthenticationError(self.mechanism, f"the server refused: {attrs['e']}")
+        try:
+            signature = base64.b64decode(attrs.get("v", ""), validate=True)
+        except ValueError:
+            signature = b""
+        if not signature or not hmac.compare_digest(signature, self._server_signature):
+            raise SaslAuthenticationError(self.mechanism, "the server's signature does not match: it does not "
+                                                          "hold this user's credential")
