@@ -281,12 +281,14 @@ def write_properties(path: Path, props: Mapping[str, str]) -> None:
 
 
 def format_storage(
-    libs: Path, config_path: Path, cluster_id: str | None = None, *, timeout: float = 120.0
+    libs: Path, config_path: Path, cluster_id: str | None = None, *, timeout: float = 120.0,
+    extra_args: Sequence[str] = (),
 ) -> str:
-    """Format the KRaft log dirs named in ``config_path``; returns the cluster id used."""
+    """Format the KRaft log dirs named in ``config_path``; returns the cluster id used.
+    ``extra_args`` go to ``kafka-storage format`` (for example ``--add-scram``)."""
     cluster_id = cluster_id or random_cluster_id()
     cmd = java_command(
-        libs, STORAGE_TOOL_MAIN, ["format", "-t", cluster_id, "-c", str(config_path)]
+        libs, STORAGE_TOOL_MAIN, ["format", "-t", cluster_id, "-c", str(config_path), *extra_args]
     )
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     if result.returncode != 0:

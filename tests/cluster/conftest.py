@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support.brokers import kafka_dist
@@ -37,10 +38,10 @@ def process_cluster_factory(
     request.node.stash[_CLUSTERS_KEY] = created
 
     def make(size: int = 3, *, overrides: Mapping[str, object] | None = None, netns: bool = True,
-             start: bool = True) -> ProcessCluster:
+             start: bool = True, **options: Any) -> ProcessCluster:
         libs = Path(kafka_dist.install()) if broker_target == "kafka" else None
         cluster = ProcessCluster(tmp_path / f"cluster{len(created)}", size, target=broker_target,
-                                 overrides=overrides, netns=netns, kafka_libs=libs)
+                                 overrides=overrides, netns=netns, kafka_libs=libs, **options)
         created.append(cluster)
         if start:
             cluster.start()

@@ -12,6 +12,10 @@ order, at its acknowledged offset; the replicas are identical; the group read ev
 its committed offsets reach the end and never moved backwards. The seed (set
 RIVERLOG_FAULT_SEED to replay one), the executed schedule and the details of any problem are in
 the failure message, and printed with -s.
+
+It runs twice: with plaintext everywhere, and with the nodes' own traffic (replication,
+transaction markers, the Raft quorum, forwarded controller calls) over SASL_SSL listeners
+(``support/secure_cluster.py``, issue #17), the clients staying on the PLAINTEXT listener.
 """
 
 from __future__ import annotations
@@ -19,10 +23,12 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from riverlog.protocol.record_batch import Record
 from support import fault_schedule
+from support.certs import TestPki
 from support.cluster_workload import (
     CommittedOffsetMonitor,
     GroupMember,
@@ -36,6 +42,7 @@ from support.cluster_workload import (
 )
 from support.fault_schedule import Fault, schedule, seeded_timeline
 from support.process_cluster import ProcessCluster
+from support.secure_cluster import secured_options
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(600)]
 
@@ -50,11 +57,14 @@ def wait_healthy(cluster: ProcessCluster) -> None:
     fault_schedule.wait_healthy(cluster, [TOPIC, "__consumer_offsets"])
 
 
+@pytest.mark.parametrize("node_traffic", ["plaintext", "sasl_ssl"])
 def test_seeded_faults_lose_no_acknowledged_record_and_no_commit(
-    process_cluster_factory: Callable[..., ProcessCluster], record_property: Callable[[str, object], None]
+    process_cluster_factory: Callable[..., ProcessCluster], record_property: Callable[[str, object], None],
+    node_traffic: str, tmp_path: Path,
 ) -> None:
     seed, timeline = seeded_timeline(record_property)
-    cluster = process_cluster_factory(3)
+    options = secured_options(TestPki.create(tmp_path / "pki")) if node_traffic == "sasl_ssl" else {}
+    cluster = process_cluster_factory(3, **options)
     create_topic(cluster, TOPIC, partitions=PARTITIONS, replication=3, config={"min.insync.replicas": "2"})
     members = [GroupMember(cluster.bootstrap, GROUP, TOPIC, f"c{i}").start() for i in (1, 2)]
     monitor = CommittedOffsetMonitor(cluster.bootstrap, GROUP, TOPIC, range(PARTITIONS)).start()

@@ -34,7 +34,8 @@ TARGETS = ("riverlog", "kafka")
 
 # Riverlog-only settings that Kafka does not know; Kafka would only warn about them, but keeping
 # its config file clean keeps its log readable.
-RIVERLOG_ONLY_KEYS = frozenset({"metrics.port", "min.incremental.fetch.session.eviction.ms"})
+RIVERLOG_ONLY_KEYS = frozenset({"metrics.port", "min.incremental.fetch.session.eviction.ms",
+                                "bootstrap.scram.credentials"})
 
 DEFAULT_START_TIMEOUT = 30.0
 

@@ -51,7 +51,8 @@ class Authority:
         return cls(key, cert)
 
     def issue(self, common_name: str, *, server: bool = False, unit: str = "riverlog-tests",
-              expired: bool = False) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
+              expired: bool = False, addresses: tuple[str, ...] = ()
+              ) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
         key = ec.generate_private_key(ec.SECP256R1())
         now = datetime.datetime.now(datetime.UTC)
         start, end = (now - 10 * DAY, now - DAY) if expired else (now - DAY, now + 30 * DAY)
@@ -59,8 +60,9 @@ class Authority:
                    .issuer_name(self.cert.subject).public_key(key.public_key())
                    .serial_number(x509.random_serial_number()).not_valid_before(start).not_valid_after(end))
         if server:
-            builder = builder.add_extension(x509.SubjectAlternativeName([
-                x509.DNSName("localhost"), x509.IPAddress(IPv4Address("127.0.0.1"))]), critical=False)
+            names: list[x509.GeneralName] = [x509.DNSName("localhost"), x509.IPAddress(IPv4Address("127.0.0.1"))]
+            names += [x509.IPAddress(IPv4Address(a)) for a in addresses if a != "127.0.0.1"]
+            builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
         return key, builder.sign(self.key, hashes.SHA256())
 
 
@@ -115,6 +117,15 @@ class TestPki:
     def write_broker_keystore(self, common_name: str = "broker") -> None:
         key, cert = self.ca.issue(common_name, server=True)
         self.broker_keystore.write_bytes(pem_key(key) + pem_cert(cert) + pem_cert(self.ca.cert))
+
+    def node_keystore(self, name: str, address: str) -> Path:
+        """A keystore for one node of a cluster: its certificate names its IP address, so peers
+        that check host names (Kafka's default, ssl.endpoint.identification.algorithm=https)
+        accept it, and it serves as the node's client certificate too."""
+        key, cert = self.ca.issue(name, server=True, addresses=(address,))
+        path = self.directory / f"{name}.pem"
+        path.write_bytes(pem_key(key) + pem_cert(cert) + pem_cert(self.ca.cert))
+        return path
 
     def client(self, name: str, *, authority: Authority | None = None, expired: bool = False,
                unit: str = "riverlog-tests") -> ClientFiles:

@@ -32,7 +32,7 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
@@ -48,6 +48,8 @@ from support.process_control import STOP_TIMEOUT, SignalledProcess
 CLIENT_PORT = 9092
 CONTROLLER_PORT = 9093
 METRICS_PORT = 9404
+# A third listener's port, for clusters whose node-to-node traffic has its own (secured) listener.
+INTERNAL_PORT = 9094
 KAFKA_HEAP = "512m"
 DEFAULT_READY_TIMEOUT = 120.0
 ADMIN_TIMEOUT = 5.0
@@ -115,13 +117,14 @@ class ClusterNode(SignalledProcess):
     """One node process; its address and data directory survive restarts."""
 
     def __init__(self, cluster: ProcessCluster, node_id: int, host: str, port: int, controller_port: int,
-                 metrics_port: int) -> None:
+                 metrics_port: int, internal_port: int = INTERNAL_PORT) -> None:
         self.cluster = cluster
         self.node_id = node_id
         self.host = host
         self.port = port
         self.controller_port = controller_port
         self.metrics_port = metrics_port
+        self.internal_port = internal_port
         self.workdir = cluster.base_dir / f"node{node_id}"
         self.data_dir = self.workdir / "data"
         self.config_path = self.workdir / "server.properties"
@@ -260,6 +263,8 @@ class ProcessCluster:
         netns: bool = True,
         kafka_libs: Path | None = None,
         ready_timeout: float = DEFAULT_READY_TIMEOUT,
+        node_overrides: Callable[[ClusterNode], Mapping[str, str]] | None = None,
+        format_args: Sequence[str] = (),
     ) -> None:
         self.base_dir = Path(base_dir)
         self.size = size
@@ -267,6 +272,10 @@ class ProcessCluster:
         self.overrides = {k: str(v) for k, v in (overrides or {}).items()}
         self.ready_timeout = ready_timeout
         self.kafka_libs = kafka_libs
+        # Per-node properties (a node's own certificate) on top of ``overrides``, and extra
+        # arguments of Kafka's `kafka-storage format` (``--add-scram``).
+        self.node_overrides = node_overrides
+        self.format_args = tuple(format_args)
         self.cluster_id = kafka_dist.random_cluster_id()
         self._admin_client: Any = None
         self._admin_lock = threading.Lock()
@@ -274,12 +283,12 @@ class ProcessCluster:
         _LIVE.add(self)
         self.net = NetworkNamespaces(size).create() if netns else None
         self.nodes: list[ClusterNode] = []
-        ports = free_ports(3 * size) if self.net is None else []
+        ports = free_ports(4 * size) if self.net is None else []
         for n in range(1, size + 1):
             if self.net is not None:
                 node = ClusterNode(self, n, self.net.address(n), CLIENT_PORT, CONTROLLER_PORT, METRICS_PORT)
             else:
-                node = ClusterNode(self, n, "127.0.0.1", *ports[3 * (n - 1):3 * n])
+                node = ClusterNode(self, n, "127.0.0.1", *ports[4 * (n - 1):4 * n])
             self.nodes.append(node)
 
     # --- configuration -----------------------------------------------------------------------
@@ -304,6 +313,8 @@ class ProcessCluster:
             host=node.host, overrides={**CLUSTER_DEFAULTS, "controller.quorum.voters": self.voters},
         )
         props.update(self.overrides)
+        if self.node_overrides is not None:
+            props.update(self.node_overrides(node))
         if self.target == "kafka":
             # Kafka gets the cluster id from `kafka-storage format`; it would only warn about these.
             return {k: v for k, v in props.items() if k not in RIVERLOG_ONLY_KEYS}
@@ -337,7 +348,8 @@ class ProcessCluster:
 
         def run(node: ClusterNode) -> None:
             try:
-                kafka_dist.format_storage(self._libs(), node.config_path, self.cluster_id)
+                kafka_dist.format_storage(self._libs(), node.config_path, self.cluster_id,
+                                          extra_args=self.format_args)
             except BaseException as exc:  # re-raised below, in the caller's thread
                 errors.append(exc)
 
