@@ -87,9 +87,14 @@ cluster: deps
 # RIVERLOG_FUZZ_SEED=<n> in the environment picks another seed.
 FUZZ_CASES ?= 20000000
 FUZZ_SECONDS ?= 3600
+# It also runs AUTH_FUZZ_CASES of the malformed SASL and TLS input of
+# tests/integration/test_auth_fuzz.py (1,500 in make test; RIVERLOG_AUTH_FUZZ_SEED picks a seed).
+AUTH_FUZZ_CASES ?= 100000
 fuzz: deps
 	RIVERLOG_FUZZ_CASES=$(FUZZ_CASES) RIVERLOG_FUZZ_SECONDS=$(FUZZ_SECONDS) \
 		$(BIN)/python -m pytest -s tests/cluster/test_protocol_fuzz.py $(PYTEST_ARGS)
+	RIVERLOG_AUTH_FUZZ_CASES=$(AUTH_FUZZ_CASES) \
+		$(BIN)/python -m pytest -s tests/integration/test_auth_fuzz.py $(PYTEST_ARGS)
 
 # The cluster tier's transactional fault test (tests/cluster/test_fault_injection_transactions.py,
 # issue #16: exactly-once consume-transform-produce while nodes, coordinators included, are killed,
