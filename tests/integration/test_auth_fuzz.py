@@ -40,7 +40,6 @@ from support.client_security import ClientSecurity
 from support.clients import group_values
 from support.fuzz import encode_request, sample_seeds
 
-
 SEED = int(os.environ.get("RIVERLOG_AUTH_FUZZ_SEED", "20261126"))
 CASES = int(os.environ.get("RIVERLOG_AUTH_FUZZ_CASES", "1500"))
 # About 75 cases a second on two cores; the bound leaves room for a slower machine.
