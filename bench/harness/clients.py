@@ -61,10 +61,13 @@ def payload(size: int) -> bytes:
 
 
 def produce(bootstrap: str, topic: str, count: int, size: int, *, linger_ms: float, acks: str,
-            timeout: float = 900.0, latencies: list[float] | None = None) -> float:
+            timeout: float = 900.0, latencies: list[float] | None = None,
+            conf: Mapping[str, str] | None = None) -> float:
     """Produce ``count`` records of ``size`` bytes; seconds from the first send to the last ack.
-    ``latencies`` collects every record's send-to-ack time in seconds (librdkafka measures it)."""
-    producer = Producer({**PRODUCER_BASE, "bootstrap.servers": bootstrap, "acks": acks, "linger.ms": linger_ms})
+    ``latencies`` collects every record's send-to-ack time in seconds (librdkafka measures it);
+    ``conf`` adds settings (TLS and SASL for a secured listener)."""
+    producer = Producer({**PRODUCER_BASE, **(conf or {}), "bootstrap.servers": bootstrap, "acks": acks,
+                         "linger.ms": linger_ms})
     value = payload(size)
     errors: list[str] = []
 
@@ -111,9 +114,10 @@ def produce_to_each(bootstrap: str, topic: str, partitions: int, *, acks: str, t
         raise RuntimeError(f"{len(errors)} partitions of {topic} refused a record: {errors[:3]}")
 
 
-def consume_all(bootstrap: str, topic: str, partitions: int, count: int, timeout: float = 900.0) -> float:
+def consume_all(bootstrap: str, topic: str, partitions: int, count: int, timeout: float = 900.0,
+                conf: Mapping[str, str] | None = None) -> float:
     """Read ``count`` records from offset 0 of every partition; seconds until the last one."""
-    consumer = Consumer({**CONSUMER_BASE, "bootstrap.servers": bootstrap})
+    consumer = Consumer({**CONSUMER_BASE, **(conf or {}), "bootstrap.servers": bootstrap})
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     seen = 0
     start = time.perf_counter()
@@ -130,6 +134,21 @@ def consume_all(bootstrap: str, topic: str, partitions: int, count: int, timeout
         return time.perf_counter() - start
     finally:
         consumer.close()
+
+
+def wait_for_login(bootstrap: str, conf: Mapping[str, str], timeout: float) -> None:
+    """Until a client with ``conf`` gets metadata from ``bootstrap`` (a new SCRAM user is known
+    to the listener once the broker has applied its record)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        admin = AdminClient({**conf, "bootstrap.servers": bootstrap, "log_level": 0})
+        try:
+            admin.list_topics(timeout=5)
+            return
+        except KafkaException:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
 
 
 def produce_and_fetch_one(bootstrap: str, topic: str, timeout: float) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import subprocess
 import uuid
+from pathlib import Path
 
 from support.brokers import kafka_dist
 
@@ -27,9 +28,11 @@ def _run(main_class: str, args: list[str], timeout: float) -> str:
 
 
 def producer_perf(bootstrap: str, topic: str, records: int, size: int, *, linger_ms: int, acks: str,
-                  timeout: float = 900.0) -> float:
-    """Records/s that ProducerPerformance reports for its whole run (unthrottled)."""
-    out = _run(kafka_dist.PRODUCER_PERF_MAIN, [
+                  timeout: float = 900.0, command_config: Path | None = None) -> float:
+    """Records/s that ProducerPerformance reports for its whole run (unthrottled);
+    ``command_config`` is a client properties file (TLS and SASL for a secured listener)."""
+    extra = ["--command-config", str(command_config)] if command_config else []
+    out = _run(kafka_dist.PRODUCER_PERF_MAIN, [*extra,
         "--topic", topic, "--num-records", str(records), "--record-size", str(size), "--throughput", "-1",
         "--producer-props", f"bootstrap.servers={bootstrap}", f"acks={acks}", f"linger.ms={linger_ms}",
         "batch.size=1048576", "compression.type=none",
@@ -44,10 +47,12 @@ def producer_perf(bootstrap: str, topic: str, records: int, size: int, *, linger
     return float(rate)
 
 
-def consumer_perf(bootstrap: str, topic: str, records: int, timeout: float = 900.0) -> float:
+def consumer_perf(bootstrap: str, topic: str, records: int, timeout: float = 900.0,
+                  command_config: Path | None = None) -> float:
     """Records/s of ConsumerPerformance's fetch phase (``fetch.nMsg.sec``: its group join and
     rebalance time left out, so the number is the fetch path's)."""
-    out = _run(kafka_dist.CONSUMER_PERF_MAIN, [
+    extra = ["--command-config", str(command_config)] if command_config else []
+    out = _run(kafka_dist.CONSUMER_PERF_MAIN, [*extra,
         "--bootstrap-server", bootstrap, "--topic", topic, "--num-records", str(records),
         "--group", f"perf-{uuid.uuid4().hex[:8]}", "--timeout", "60000",
     ], timeout)

@@ -10,14 +10,16 @@ peak and median resident memory of the broker process tree (the sum over a clust
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from harness import clients, latency, omb, perftools, resources, systems, txn
+from harness import secure as secure_harness
 from harness.metrics import AT_LEAST_KAFKA, HALF_KAFKA_CPU, Goal, Metric, perf_cpu_metric, resource_metrics
 from harness.scale import Scale
 
@@ -54,25 +56,44 @@ def _meter(*processes: Any) -> resources.Meter:
 
 
 class W1(Workload):
-    def __init__(self) -> None:
-        super().__init__("W1", "produce 1 KiB, 1 broker, 8 partitions, linger 5 ms, acks=1", [
+    """W1, and W1S: the same over a SASL_SSL listener (SCRAM-SHA-512; harness/secure.py)."""
+
+    def __init__(self, secure: bool = False) -> None:
+        title = "produce 1 KiB, 1 broker, 8 partitions, linger 5 ms, acks=1"
+        super().__init__("W1S" if secure else "W1", f"{title}, over SASL_SSL" if secure else title, [
             Metric("records_s", "records/s (librdkafka)", "records/s", True, AT_LEAST_KAFKA),
             Metric("mb_s", "MB/s (librdkafka)", "MB/s", True),
             Metric("perf_records_s", "records/s (ProducerPerformance)", "records/s", True, AT_LEAST_KAFKA),
             *resource_metrics(), perf_cpu_metric("ProducerPerformance"),
         ])
+        self.secure = secure
 
     def run(self, system: str, workdir: Path, scale: Scale, state: Any) -> Values:
         n, size = scale.w1_records, scale.record_bytes
-        with systems.single_broker(system, workdir) as broker:
+        with _broker(system, workdir, self.secure) as (broker, bootstrap, conf, java_config):
             clients.create_topics(broker.bootstrap, {TOPIC: PARTITIONS, "perf": PARTITIONS})
             with _meter(broker) as meter:
-                seconds = clients.produce(broker.bootstrap, TOPIC, n, size, linger_ms=5, acks="1")
+                seconds = clients.produce(bootstrap, TOPIC, n, size, linger_ms=5, acks="1", conf=conf)
                 cpu = meter.lap()
-                perf = perftools.producer_perf(broker.bootstrap, "perf", n, size, linger_ms=5, acks="1")
+                perf = perftools.producer_perf(bootstrap, "perf", n, size, linger_ms=5, acks="1",
+                                               command_config=java_config)
                 perf_cpu = meter.lap()
         return {"records_s": n / seconds, "mb_s": _mb(n, size, seconds), "perf_records_s": perf,
                 **meter.values(n * size, cpu), "perf_cpu_s_per_gb": resources.per_gb(perf_cpu, n * size)}
+
+
+@contextlib.contextmanager
+def _broker(system: str, workdir: Path, secure: bool
+            ) -> Iterator[tuple[Any, str, dict[str, str] | None, Path | None]]:
+    """A single broker and how its measured clients reach it: (broker, bootstrap, librdkafka
+    settings, Java client properties), the SASL_SSL listener's when ``secure``. Setup (topics,
+    W3's writes) uses the broker's plaintext listener either way."""
+    if secure:
+        with secure_harness.secured_single_broker(system, workdir) as secured:
+            yield secured.broker, secured.bootstrap, secured.conf, secured.java_config
+    else:
+        with systems.single_broker(system, workdir) as broker:
+            yield broker, broker.bootstrap, None, None
 
 
 class W2(Workload):
@@ -100,7 +121,7 @@ class CatchUp(Workload):
     ConsumerPerformance (a consumer group). Broker CPU per GB for each reader's phase."""
 
     def __init__(self, key: str, title: str, sizes: Callable[[Scale], tuple[int, int]],
-                 cpu_goal: Goal | None = None) -> None:
+                 cpu_goal: Goal | None = None, secure: bool = False) -> None:
         super().__init__(key, title, [
             Metric("records_s", "records/s (librdkafka)", "records/s", True, AT_LEAST_KAFKA),
             Metric("mb_s", "MB/s (librdkafka)", "MB/s", True),
@@ -108,18 +129,19 @@ class CatchUp(Workload):
             *resource_metrics(cpu_goal=cpu_goal), perf_cpu_metric("ConsumerPerformance", cpu_goal),
         ])
         self.sizes = sizes  # (partitions, bytes) at a scale
+        self.secure = secure  # readers on a SASL_SSL listener (W3S); the writes stay plaintext
 
     def run(self, system: str, workdir: Path, scale: Scale, state: Any) -> Values:
         partitions, total = self.sizes(scale)
         size = scale.record_bytes
         n = max(1, total // size)
-        with systems.single_broker(system, workdir) as broker:
+        with _broker(system, workdir, self.secure) as (broker, bootstrap, conf, java_config):
             clients.create_topics(broker.bootstrap, {TOPIC: partitions}, timeout=900)
             clients.produce(broker.bootstrap, TOPIC, n, size, linger_ms=5, acks="1")
             with _meter(broker) as meter:
-                seconds = clients.consume_all(broker.bootstrap, TOPIC, partitions, n)
+                seconds = clients.consume_all(bootstrap, TOPIC, partitions, n, conf=conf)
                 cpu = meter.lap()
-                perf = perftools.consumer_perf(broker.bootstrap, TOPIC, n)
+                perf = perftools.consumer_perf(bootstrap, TOPIC, n, command_config=java_config)
                 perf_cpu = meter.lap()
         return {"records_s": n / seconds, "mb_s": _mb(n, size, seconds), "perf_records_s": perf,
                 **meter.values(n * size, cpu), "perf_cpu_s_per_gb": resources.per_gb(perf_cpu, n * size)}
@@ -381,11 +403,12 @@ class Omb(Workload):
 
 CATCH_UP = "consume catch-up, 1 KiB records, 1 broker"
 W3 = CatchUp("W3", f"{CATCH_UP}, 8 partitions", lambda s: (PARTITIONS, s.w3_bytes))
+W3S = CatchUp("W3S", f"{CATCH_UP}, 8 partitions, over SASL_SSL", lambda s: (PARTITIONS, s.w3_bytes), secure=True)
 W9 = CatchUp("W9", f"{CATCH_UP}, 100 partitions", lambda s: (s.w9_partitions, s.w9_bytes), HALF_KAFKA_CPU)
 W10 = CatchUp("W10", f"{CATCH_UP}, many partitions (1,000 at full scale)", lambda s: (s.w10_partitions, s.w10_bytes),
               HALF_KAFKA_CPU)
 OMB = [Omb(16, 1), Omb(16, 4), Omb(100, 1), Omb(100, 4)]
 
 WORKLOADS: dict[str, Workload] = {
-    w.key: w for w in (W1(), W2(), W3, W4(), W5(), W6(), W7(), W8(), W9, W10, W11(), W12(), *OMB)
+    w.key: w for w in (W1(), W1(secure=True), W2(), W3, W3S, W4(), W5(), W6(), W7(), W8(), W9, W10, W11(), W12(), *OMB)
 }

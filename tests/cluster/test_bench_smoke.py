@@ -1,4 +1,4 @@
-"""The benchmark harness (bench/run.py) end to end at smoke scale: every workload (W1–W12 and the
+"""The benchmark harness (bench/run.py) end to end at smoke scale: every workload (W1–W12, W1S and W3S over SASL_SSL, and the
 OMB-style O16x1, O16x4, O100x1, O100x4) against Riverlog and Apache Kafka, one round of tiny
 sizes. It checks that the harness works (JSON with every run, ratios, table, plot, the brokers'
 CPU and memory reported by every workload), never how fast anything was: speed lives in
@@ -18,7 +18,7 @@ from support.brokers import REPO_ROOT
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(900)]
 
-WORKLOADS = [f"W{n}" for n in range(1, 13)] + ["O16x1", "O16x4", "O100x1", "O100x4"]
+WORKLOADS = [f"W{n}" for n in range(1, 13)] + ["W1S", "W3S", "O16x1", "O16x4", "O100x1", "O100x4"]
 SYSTEMS = ["riverlog", "kafka"]
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 RSS = {"rss_peak_mib", "rss_median_mib"}
