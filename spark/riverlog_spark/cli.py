@@ -17,6 +17,7 @@ import asyncio
 import logging
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from types import ModuleType
 
 from . import deps
@@ -44,6 +45,25 @@ def _add_run_common(parser: argparse.ArgumentParser) -> None:
                         help="a connector option (repeatable): kafka.<client setting> or e.g. failOnDataLoss=false; "
                              "readers use kafka.isolation.level=read_committed unless it is set")
     parser.add_argument("--log-level", default="WARN", help="Spark's log level (default: %(default)s)")
+    _add_command_config(parser)
+
+
+def _add_command_config(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--command-config", metavar="FILE", default=None,
+                        help="Kafka client properties for a secured listener (security.protocol, ssl.*, "
+                             "sasl.mechanism, sasl.jaas.config), as Kafka's tools take them; the pipelines pass "
+                             "them to the connector as kafka.<key>")
+
+
+def _client_properties(args: argparse.Namespace) -> dict[str, str]:
+    from riverlog.config import parse_properties
+
+    if not args.command_config:
+        return {}
+    path = Path(args.command_config)
+    if not path.is_file():
+        raise SystemExit(f"riverlog-spark: --command-config {path}: no such file")
+    return parse_properties(path.read_text())
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -77,6 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--users-topic", default=None,
                      help="also write the users reference table to this (compacted) topic first")
     gen.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _add_command_config(gen)
 
     jars = commands.add_parser("jars", help="resolve Spark's Kafka connector (once) and list its jars")
     jars.add_argument("--coordinate", action="store_true",
@@ -86,9 +107,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from .session import SparkOptions, build_session
+    from .session import SparkOptions, build_session, security_options
 
-    args.kafka_extra = dict(args.kafka_option)
+    # --kafka-option wins over the file, so one setting can be changed for one run.
+    args.kafka_extra = {**security_options(_client_properties(args)), **dict(args.kafka_option)}
     module = PIPELINES[args.pipeline]
     spark = build_session(SparkOptions(app_name=f"riverlog-{args.pipeline}", master=args.master,
                                        conf=dict(args.conf), log_level=args.log_level))
@@ -108,16 +130,28 @@ def _generate(args: argparse.Namespace) -> int:
         categories=[c for c in args.categories.split(",") if c], seed=args.seed, id_prefix=args.id_prefix,
     )
     progress = None if args.no_progress else sys.stderr
+    security = None
+    if args.command_config:
+        from riverlog.config import ConfigError
+        from riverlog.security.client_config import ClientSecurity
+
+        try:
+            security = ClientSecurity.from_properties(_client_properties(args),
+                                                      where=f"--command-config {args.command_config}")
+        except ConfigError as exc:
+            raise SystemExit(f"riverlog-spark: {exc}") from None
 
     async def main() -> None:
         if args.users_topic:
             await generate.ensure_topic(args.bootstrap, args.users_topic, partitions=args.partitions,
-                                        configs={"cleanup.policy": "compact"})
+                                        configs={"cleanup.policy": "compact"}, security=security)
             records = generate.user_records(generate.users(args.users, args.seed))
-            await generate.produce(args.bootstrap, args.users_topic, records, progress=progress, label="users ")
-        await generate.ensure_topic(args.bootstrap, args.topic, partitions=args.partitions)
+            await generate.produce(args.bootstrap, args.users_topic, records, progress=progress, label="users ",
+                                   security=security)
+        await generate.ensure_topic(args.bootstrap, args.topic, partitions=args.partitions, security=security)
         records = generate.event_records(generate.events(spec))
-        await generate.produce(args.bootstrap, args.topic, records, progress=progress, label="events")
+        await generate.produce(args.bootstrap, args.topic, records, progress=progress, label="events",
+                               security=security)
 
     asyncio.run(main())
     return 0

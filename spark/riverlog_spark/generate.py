@@ -13,9 +13,12 @@ import random
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from .progress import ProgressBar
+
+if TYPE_CHECKING:
+    from riverlog.security.client_config import ClientSecurity
 
 DEFAULT_CATEGORIES = ("books", "games", "music", "garden", "tools")
 TIERS = ("bronze", "silver", "gold")
@@ -71,12 +74,14 @@ Record = tuple[bytes | None, bytes | None, int | None]  # key, value, timestamp 
 
 
 async def produce(bootstrap: str, topic: str, records: Sequence[Record], *,
-                  progress: TextIO | None = None, label: str = "") -> None:
-    """Write the records in order, acks=all; a progress bar to ``progress`` if given."""
+                  progress: TextIO | None = None, label: str = "", security: ClientSecurity | None = None) -> None:
+    """Write the records in order, acks=all; a progress bar to ``progress`` if given; TLS and
+    SASL as ``security`` says (from ``--command-config``)."""
     from riverlog.client.producer import Producer
 
     bar = ProgressBar(len(records), stream=progress, label=label) if progress is not None else None
-    async with Producer(bootstrap, acks="all", client_id="riverlog-spark-generate", linger_ms=10) as producer:
+    async with Producer(bootstrap, acks="all", client_id="riverlog-spark-generate", linger_ms=10,
+                        security=security) as producer:
         pending = []
         for key, value, timestamp in records:
             future = await producer.send(topic, value, key, timestamp_ms=timestamp)
@@ -102,13 +107,13 @@ def now_ms() -> int:
 
 
 async def ensure_topic(bootstrap: str, topic: str, *, partitions: int = -1,
-                       configs: dict[str, str] | None = None) -> bool:
+                       configs: dict[str, str] | None = None, security: ClientSecurity | None = None) -> bool:
     """Create ``topic`` unless it exists (True if this call created it)."""
     from riverlog.client.admin import AdminClient
     from riverlog.client.errors import BrokerError
     from riverlog.protocol.errors import ErrorCode
 
-    async with AdminClient(bootstrap, client_id="riverlog-spark-generate") as admin:
+    async with AdminClient(bootstrap, client_id="riverlog-spark-generate", security=security) as admin:
         try:
             await admin.create_topic(topic, partitions, configs=configs or {})
         except BrokerError as exc:

@@ -106,6 +106,12 @@ def kafka_options(bootstrap: str, extra: Mapping[str, str] | None = None) -> dic
     return options
 
 
+def security_options(client_properties: Mapping[str, str]) -> dict[str, str]:
+    """A ``--command-config`` file's Kafka client properties (``security.protocol``, ``ssl.*``,
+    ``sasl.*``) as connector options: each passed to the connector's Java client as ``kafka.<key>``."""
+    return {f"kafka.{key}": value for key, value in client_properties.items()}
+
+
 # What the pipelines' readers see of transactional topics: only committed transactions' records,
 # never those of aborted or still-open ones (the connector's own default is read_uncommitted).
 READ_ISOLATION_OPTION = "kafka.isolation.level"

@@ -1,5 +1,5 @@
-"""The benchmark harness (bench/run.py) end to end at smoke scale: every workload (W1–W12, W1S and W3S over SASL_SSL, and the
-OMB-style O16x1, O16x4, O100x1, O100x4) against Riverlog and Apache Kafka, one round of tiny
+"""The benchmark harness (bench/run.py) end to end at smoke scale: every workload (W1–W12, W1S and
+W3S over SASL_SSL, and the OMB-style O16x1, O16x4, O100x1, O100x4) against Riverlog and Apache Kafka, one round of tiny
 sizes. It checks that the harness works (JSON with every run, ratios, table, plot, the brokers'
 CPU and memory reported by every workload), never how fast anything was: speed lives in
 docs/benchmarks.md. It is in the cluster tier because W2, W6 and W11 start three-broker

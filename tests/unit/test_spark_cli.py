@@ -174,3 +174,9 @@ def test_connector_bundled_with_spark_needs_no_jars(monkeypatch: pytest.MonkeyPa
     assert not deps.bundled_with_spark()
     (jars / "spark-sql-kafka-0-10_2.13-4.0.0.jar").touch()
     assert deps.bundled_with_spark()
+
+
+def test_command_config_properties_become_connector_options() -> None:
+    props = {"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN", "ssl.truststore.type": "PEM"}
+    assert session.security_options(props) == {"kafka.security.protocol": "SASL_SSL",
+                                               "kafka.sasl.mechanism": "PLAIN", "kafka.ssl.truststore.type": "PEM"}
