@@ -14,7 +14,7 @@ DATA ?= ./data
 HOST ?= 127.0.0.1
 ADVERTISED_HOST ?= localhost
 
-.PHONY: run test lint typecheck unit integration cluster k8s e2e spark deps system-deps java-deps k8s-deps spark-deps chart-crds clean bench fuzz txn-soak
+.PHONY: run run-secure test lint typecheck unit integration cluster k8s e2e spark deps system-deps java-deps k8s-deps spark-deps chart-crds clean bench fuzz txn-soak
 
 # scripts/install.sh is also the Dockerfile's install step: the image installs what CI tested.
 $(STAMP): pyproject.toml scripts/install.sh
@@ -28,6 +28,11 @@ run: deps
 	$(BIN)/riverlog broker --set log.dirs=$(DATA) \
 		--set listeners=PLAINTEXT://$(HOST):$(PORT) --set advertised.listeners=PLAINTEXT://$(ADVERTISED_HOST):$(PORT) \
 		--set metrics.host=$(HOST) --set metrics.port=$(METRICS_PORT)
+
+# The secured local start (issue #17): SASL_SSL with SCRAM on localhost:9094, CA, certificate and
+# admin user made on the first start under data-secure/tls (client.properties is printed).
+run-secure: deps
+	$(BIN)/riverlog local-secure --data $(DATA)-secure
 
 # From Debian: kcat (librdkafka's CLI), etcd-server (the k8s tier's store), openssl (its
 # certificates) and shellcheck (lints the shell scripts); Kafka's Java tools and server come from

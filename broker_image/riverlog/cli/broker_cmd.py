@@ -33,17 +33,21 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=run)
 
 
+def check_security(config: BrokerConfig) -> None:
+    """TLS files load and SASL settings parse, or ConfigError says why, before the broker starts;
+    so do the node's own client settings towards other brokers and the controllers."""
+    tls_sources(config)
+    sasl_settings(config)
+    if "broker" in config.process_roles:
+        inter_broker_security(config)
+    controller_security(config)
+    parse_bootstrap_credentials(config.get("bootstrap.scram.credentials"))
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         config = BrokerConfig.load(args.config, args.set)
-        # TLS files load and SASL settings parse, or the broker says why before it starts.
-        tls_sources(config)
-        sasl_settings(config)
-        # ... and so do the node's own client settings towards other brokers and the controllers.
-        if "broker" in config.process_roles:
-            inter_broker_security(config)
-        controller_security(config)
-        parse_bootstrap_credentials(config.get("bootstrap.scram.credentials"))
+        check_security(config)
     except (ConfigError, ValueError) as exc:
         print(f"riverlog broker: {exc}", file=sys.stderr)
         return 2
