@@ -20,6 +20,7 @@ from support.brokers import BrokerProcess
 from support.certs import Authority, TestPki, pem_cert
 from support.client_security import ClientSecurity
 from support.clients import wait_until
+from support.java_tools import JavaTools
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -77,7 +78,7 @@ def logs_in(secured: Secured, config: str) -> bool:
     return cli("topics", "list", "--bootstrap-server", secured.secure, "--command-config", config).returncode == 0
 
 
-def test_users_made_by_the_cli_log_in_over_sasl_ssl(secured: Secured) -> None:
+def test_users_made_by_the_cli_log_in_over_sasl_ssl(secured: Secured, java_tools: JavaTools) -> None:
     plain = secured.broker.bootstrap
     ok("users", "create", "carol", "--password", "-", "--bootstrap-server", plain, stdin="carol-secret\n")
     listed = [json.loads(line) for line in
@@ -93,6 +94,9 @@ def test_users_made_by_the_cli_log_in_over_sasl_ssl(secured: Secured) -> None:
     out = ok("consume", "cli-secure", "--bootstrap-server", secured.secure, "--command-config", carol,
              "--from-beginning", "--max-messages", "5", "--timeout-ms", "20000", "--output", "json")
     assert [json.loads(line)["value"] for line in out.splitlines()] == [f"line-{i}" for i in range(5)]
+    # Kafka's own tools (Java kafka-clients) with the same --command-config file.
+    lines = [f"java-{i}" for i in range(3)]
+    assert java_tools.roundtrip_with_config(secured.secure, Path(carol), "cli-secure-java", lines) == lines
 
     ok("users", "delete", "carol", "--bootstrap-server", secured.secure, "--command-config", carol)
     wait_until(lambda: not logs_in(secured, carol), timeout=30, message="carol's login refused once deleted")

@@ -11,6 +11,10 @@ with manual partition assignment (no consumer group); compare partition order, k
 headers, timestamps and acknowledged offsets exactly; look up offsets by timestamp and
 earliest/latest; describe and alter a topic config; grow the topic to 5 partitions; delete it.
 Admin steps use each client's own admin API; kcat, which has none, borrows confluent-kafka's.
+
+Each client runs three times (issue #17): on the PLAINTEXT listener, over mutual TLS, and over
+SASL_SSL with SCRAM-SHA-512 (kcat then on the librdkafka confluent-kafka ships: Debian's 2.0.2
+cannot do SCRAM under OpenSSL 3, against Apache Kafka either).
 """
 
 from __future__ import annotations
@@ -22,13 +26,17 @@ import itertools
 import json
 import shutil
 import subprocess
+import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 import pytest
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
 from support.brokers import BrokerProcess
 from support.certs import TestPki
 from support.client_security import PLAINTEXT, ClientSecurity
@@ -677,11 +685,12 @@ class KcatDriver:
         self.bootstrap = bootstrap
         self.client_id = "matrix-kcat"
         self.security = security.kcat_args()
+        self.env = security.kcat_env(Path(tempfile.gettempdir()) / "riverlog-kcat-librdkafka")
         self.admin = ConfluentDriver(bootstrap, security, client_id="matrix-kcat-admin")
 
     def _run(self, args: Sequence[str], stdin: str | None = None, timeout: float = OP_TIMEOUT) -> str:
         cmd = [self.exe, "-b", self.bootstrap, "-X", f"client.id={self.client_id}", *self.security, *args]
-        proc = subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=timeout)
+        proc = subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=timeout, env=self.env)
         assert proc.returncode == 0, f"{cmd} exited {proc.returncode}\nstderr:\n{proc.stderr[-4000:]}"
         assert "ERROR" not in proc.stderr, f"{cmd} reported errors:\n{proc.stderr[-4000:]}"
         return proc.stdout
@@ -844,14 +853,17 @@ def _arrived(driver: Driver, topic: str, partitions: Sequence[int], count: int) 
 # --- the test -----------------------------------------------------------------------------------
 
 
-@pytest.fixture(params=["plaintext", "mtls"])
+@pytest.fixture(params=["plaintext", "mtls", "sasl_ssl_scram"])
 def secured(request: pytest.FixtureRequest, broker_factory, tmp_path) -> tuple[BrokerProcess, str, ClientSecurity]:
-    """Where the client connects and how: the broker's PLAINTEXT listener, or a mutual-TLS one
-    (the client presents a certificate the broker's truststore signs; issue #17)."""
+    """Where the client connects and how: the broker's PLAINTEXT listener, a mutual-TLS one
+    (the client presents a certificate the broker's truststore signs), or SASL_SSL with a
+    SCRAM-SHA-512 user made through the Admin API (issue #17)."""
     if request.param == "plaintext":
         broker = broker_factory()
         return broker, broker.bootstrap, PLAINTEXT
     pki = TestPki.create(tmp_path / "pki")
+    if request.param == "sasl_ssl_scram":
+        return _scram_listener(broker_factory, pki)
     broker = broker_factory(start=False, overrides={
         "listener.name.mtls.ssl.keystore.type": "PEM",
         "listener.name.mtls.ssl.keystore.location": str(pki.broker_keystore),
@@ -864,6 +876,38 @@ def secured(request: pytest.FixtureRequest, broker_factory, tmp_path) -> tuple[B
     client = pki.client("matrix-client")
     return broker, f"localhost:{port}", ClientSecurity("SSL", ca=pki.truststore, cert=client.cert, key=client.key,
                                                        keystore=client.keystore)
+
+
+def _scram_listener(broker_factory, pki: TestPki) -> tuple[BrokerProcess, str, ClientSecurity]:
+    broker = broker_factory(start=False, overrides={
+        "listener.name.scram.ssl.keystore.type": "PEM",
+        "listener.name.scram.ssl.keystore.location": str(pki.broker_keystore),
+        "listener.name.scram.sasl.enabled.mechanisms": "SCRAM-SHA-512",
+        "listener.name.scram.scram-sha-512.sasl.jaas.config":
+            "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+    })
+    port = broker.add_listener("SCRAM", "SASL_SSL", advertised_host="localhost")
+    broker.start()
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    upsert = UserScramCredentialUpsertion("matrix", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096),
+                                          b"matrix-secret")
+    for future in admin.alter_user_scram_credentials([upsert]).values():
+        future.result(OP_TIMEOUT)
+    security = ClientSecurity("SASL_SSL", ca=pki.truststore, mechanism="SCRAM-SHA-512", username="matrix",
+                              password="matrix-secret")
+    bootstrap = f"localhost:{port}"
+
+    def logs_in() -> bool:
+        probe = AdminClient({"bootstrap.servers": bootstrap, **security.librdkafka(), "log_level": 0})
+        try:
+            probe.list_topics(timeout=5)
+            return True
+        except KafkaException:
+            return False
+
+    # The credential reaches the listener through the metadata log.
+    wait_until(logs_in, timeout=OP_TIMEOUT, message="the SCRAM user logs in")
+    return broker, bootstrap, security
 
 
 @pytest.mark.parametrize("client", list(DRIVERS))

@@ -7,6 +7,8 @@ the spelling they need.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import ssl
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +44,25 @@ class ClientSecurity:
 
     def kcat_args(self) -> list[str]:
         return [arg for key, value in self.librdkafka().items() for arg in ("-X", f"{key}={value}")]
+
+    def kcat_env(self, directory: Path) -> dict[str, str]:
+        """kcat's environment. Debian's kcat links librdkafka 2.0.2, whose SCRAM client fails
+        against any broker (Apache Kafka's too) under OpenSSL 3; for SCRAM it runs on the
+        librdkafka that confluent-kafka ships (same C API, a symlink in ``directory``)."""
+        env = dict(os.environ)
+        if self.mechanism and self.mechanism.startswith("SCRAM"):
+            import confluent_kafka
+
+            bundled = sorted((Path(confluent_kafka.__file__).parent.parent / "confluent_kafka.libs")
+                             .glob("librdkafka*.so*"))
+            assert bundled, "confluent-kafka's wheel ships no librdkafka"
+            directory.mkdir(parents=True, exist_ok=True)
+            link = directory / "librdkafka.so.1"
+            if not link.exists():
+                with contextlib.suppress(FileExistsError):
+                    link.symlink_to(bundled[0])
+            env["LD_LIBRARY_PATH"] = str(directory)
+        return env
 
     def kafka_python(self) -> dict[str, Any]:
         conf: dict[str, Any] = {"security_protocol": self.protocol}
