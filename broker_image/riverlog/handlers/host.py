@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from ..controller.quorum.controller import QuorumController
     from ..coordinator.runtime import GroupCoordinator
     from ..metrics import Metrics
+    from ..security.access import AccessControl
     from ..server.dispatch import Dispatcher
     from ..transactions.runtime import TransactionCoordinator
 
@@ -81,6 +82,11 @@ class BrokerHost(QuorumHost, Protocol):
 
     @property
     def metrics(self) -> Metrics: ...
+
+    @property
+    def access(self) -> AccessControl:
+        """ACL checks (``authorizer.class.name``); allows everything when no authorizer is set."""
+        ...
 
     def flush_soon(self, partition: Partition) -> None:
         """fsync this partition's log off the event loop (``flush.messages`` was reached)."""
