@@ -17,8 +17,10 @@ CLUSTER_DENIED = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
 
 async def handle_describe_user_scram_credentials(broker: BrokerHost, ctx: RequestContext, req: Body) -> Body:
     if not on_cluster(broker, ctx, Operation.DESCRIBE):
-        return {"throttle_time_ms": 0, "error_code": CLUSTER_DENIED, "error_message": DENIED_MESSAGE[CLUSTER_DENIED],
-                "results": []}
+        # As Kafka's getErrorResponse: the error at the top and once per user asked about (unnamed).
+        denied = {"error_code": CLUSTER_DENIED, "error_message": DENIED_MESSAGE[CLUSTER_DENIED]}
+        return {"throttle_time_ms": 0, **denied,
+                "results": [{"user": "", **denied, "credential_infos": []} for _ in req.get("users") or []]}
     users = [u["name"] for u in req["users"]] if req.get("users") else None
     results = [{"user": d.user, "error_code": d.error, "error_message": d.message,
                 "credential_infos": [{"mechanism": m, "iterations": i} for m, i in d.credentials]}
