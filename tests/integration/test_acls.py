@@ -12,6 +12,10 @@ broker shows them (Kafka's brokers learn them from the metadata log a moment aft
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -39,6 +43,7 @@ from support.java_tools import JavaTools
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600),
               pytest.mark.filterwarnings("ignore:(read|open)_text is deprecated:DeprecationWarning")]
 
+REPO_ROOT = Path(__file__).resolve().parents[2]
 USERS = ("admin", "alice", "bob", "carol", "dave")
 JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
         'password="admin-secret" ' + " ".join(f'user_{u}="{u}-secret"' for u in USERS) + ";")
@@ -350,3 +355,38 @@ def test_cluster_operations_need_cluster_permissions(secured: Secured) -> None:
     assert code_of(denied.value) == KafkaError.CLUSTER_AUTHORIZATION_FAILED
     secured.grant(acl(ResourceType.BROKER, "kafka-cluster", "bob", AclOperation.DESCRIBE_CONFIGS))
     assert admin.describe_configs([broker])[broker].result(TIMEOUT)
+
+
+# --- riverlog acls ----------------------------------------------------------------------------
+
+
+def riverlog(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT / "broker_image")}
+    env.pop("RIVERLOG_BOOTSTRAP", None)
+    return subprocess.run([sys.executable, "-m", "riverlog", *args], capture_output=True, text=True, timeout=60,
+                          env=env, stdin=subprocess.DEVNULL)
+
+
+def test_riverlog_acls_create_list_delete(secured: Secured) -> None:
+    # Over the PLAINTEXT listener, whose User:ANONYMOUS is a super user here.
+    server = ("--bootstrap-server", secured.broker.bootstrap)
+    secured.create_topic("cli-orders")
+    made = riverlog("acls", "create", *server, "--topic", "cli-", "--pattern-type", "prefixed",
+                    "--principal", "User:carol", "--operation", "write", "--operation", "describe")
+    assert made.returncode == 0, made.stderr
+    listed = riverlog("acls", "list", *server, "--principal", "User:carol", "--topic", "cli-orders",
+                      "--pattern-type", "match", "--output", "json")
+    assert listed.returncode == 0, listed.stderr
+    rows = [json.loads(line) for line in listed.stdout.splitlines()]
+    assert {(r["operation"], r["pattern"], r["name"]) for r in rows} == {
+        ("WRITE", "PREFIXED", "cli-"), ("DESCRIBE", "PREFIXED", "cli-")}
+    deadline = time.monotonic() + TIMEOUT  # the broker applies the bindings a moment after the answer
+    while produce_errors(secured, "carol", "cli-orders") != [0]:
+        assert time.monotonic() < deadline, "carol never got to write"
+        time.sleep(0.2)
+    removed = riverlog("acls", "delete", *server, "--principal", "User:carol", "--topic", "cli-",
+                       "--pattern-type", "prefixed", "--operation", "write")
+    assert removed.returncode == 0 and "WRITE" in removed.stdout, removed.stderr
+    assert riverlog("acls", "delete", *server).returncode == 2  # nothing narrows it: refused
+    denied = riverlog("acls", "list", "--bootstrap-server", secured.bootstrap)  # SASL needed there
+    assert denied.returncode != 0 and "Traceback" not in denied.stderr
