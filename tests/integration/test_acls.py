@@ -390,3 +390,12 @@ def test_riverlog_acls_create_list_delete(secured: Secured) -> None:
     assert riverlog("acls", "delete", *server).returncode == 2  # nothing narrows it: refused
     denied = riverlog("acls", "list", "--bootstrap-server", secured.bootstrap)  # SASL needed there
     assert denied.returncode != 0 and "Traceback" not in denied.stderr
+
+
+def test_acls_survive_a_restart(secured: Secured) -> None:
+    """Last in the module: the bindings are in the metadata log, so a restarted broker has them."""
+    kept = acl(ResourceType.TOPIC, "restart-orders", "bob", AclOperation.READ)
+    secured.grant(kept)
+    secured.broker.restart()
+    admin = secured.admin()
+    assert kept in admin.describe_acls(ANY_ACL).result(TIMEOUT)

@@ -109,3 +109,22 @@ def test_authorize_any_is_kafka_s_authorize_by_resource_type() -> None:
     assert any_write(acl(T, "logs-", Operation.WRITE, pattern=PRE))
     assert not any_write(acl(T, "orders", Operation.WRITE, host="10.9.9.9"))
     assert authorizer(super_users="User:alice").authorize_any(ALICE, HOST, Operation.WRITE, T)
+
+
+def test_denials_are_logged_once_per_principal_and_resource_per_interval_and_always_counted(
+        caplog: pytest.LogCaptureFixture) -> None:
+    from riverlog.security.denials import DenialLog
+
+    counted: list[tuple[str, str]] = []
+    now = [0.0]
+    denials = DenialLog(lambda rtype, op: counted.append((rtype, op)), lambda: now[0], interval_s=60)
+    with caplog.at_level("INFO", logger="riverlog.authorizer"):
+        for _ in range(3):
+            denials.denied("User:bob", HOST, "WRITE", "TOPIC", "orders")
+        denials.denied("User:bob", HOST, "READ", "TOPIC", "payments")
+        now[0] = 61.0
+        denials.denied("User:bob", HOST, "WRITE", "TOPIC", "orders")
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 3
+    assert "Principal = User:bob is Denied operation = WRITE" in lines[0] and "TOPIC:orders" in lines[0]
+    assert counted == [("TOPIC", "WRITE")] * 3 + [("TOPIC", "READ"), ("TOPIC", "WRITE")]
