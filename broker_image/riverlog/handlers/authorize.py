@@ -27,7 +27,9 @@ DENIED_MESSAGE = {
 
 def allowed(broker: BrokerHost, ctx: RequestContext, operation: Operation, resource_type: ResourceType, name: str,
             *, log_denial: bool = True) -> bool:
-    return broker.access.allowed(ctx.connection, operation, resource_type, name, log_denial=log_denial)
+    access = broker.access
+    return not access.enabled or access.allowed(ctx.connection, operation, resource_type, name,
+                                                log_denial=log_denial)
 
 
 def on_topic(broker: BrokerHost, ctx: RequestContext, operation: Operation, name: str) -> bool:
@@ -43,7 +45,8 @@ def on_transactional_id(broker: BrokerHost, ctx: RequestContext, operation: Oper
 
 
 def on_cluster(broker: BrokerHost, ctx: RequestContext, operation: Operation) -> bool:
-    return broker.access.cluster(ctx.connection, operation)
+    access = broker.access
+    return not access.enabled or access.cluster(ctx.connection, operation)
 
 
 __all__ = ["CLUSTER_NAME", "DENIED_MESSAGE", "Operation", "ResourceType", "allowed", "on_cluster", "on_group",
