@@ -103,9 +103,8 @@ class Broker:
         self.metrics = Metrics()
         self.metrics.track_partitions(self.replicas.stats)
         # ACLs (authorizer.class.name): handlers ask it before acting.
-        self.access = AccessControl(
-            bool(config.get("authorizer.class.name").strip()), config.get("super.users"),
-            config.get_bool("allow.everyone.if.no.acl.found"), lambda: self.image.acls,
+        self.access = AccessControl.configured(
+            config, lambda: self.image.acls,
             lambda resource_type, operation: self.metrics.authorization_denials.labels(resource_type, operation).inc())
         self.metrics.track_log_dirs(lambda: [(str(d.path), d.online) for d in self.log_dirs.dirs])
         self.coordinator = GroupCoordinator(GroupConfig.from_broker(config), self.node_id, self.replicas,

@@ -12,11 +12,13 @@ broker shows them (Kafka's brokers learn them from the metadata log a moment aft
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -36,6 +38,11 @@ from confluent_kafka.admin import (
     ResourcePatternType,
     ResourceType,
 )
+from riverlog.client.connection import BrokerConnection
+from riverlog.controller.quorum import codec
+from riverlog.protocol.api_keys import ApiKey
+from riverlog.protocol.errors import ErrorCode
+from riverlog.security.acl import AclBinding as RiverlogAclBinding
 from support.brokers import BrokerProcess
 from support.client_security import ClientSecurity
 from support.java_tools import JavaTools
@@ -390,6 +397,41 @@ def test_riverlog_acls_create_list_delete(secured: Secured) -> None:
     assert riverlog("acls", "delete", *server).returncode == 2  # nothing narrows it: refused
     denied = riverlog("acls", "list", "--bootstrap-server", secured.bootstrap)  # SASL needed there
     assert denied.returncode != 0 and "Traceback" not in denied.stderr
+
+
+def test_riverlog_internal_calls_need_cluster_action_and_denials_are_counted(secured: Secured,
+                                                                            broker_target: str) -> None:
+    if broker_target != "riverlog":
+        pytest.fail("Riverlog's controller call and metrics are its own; run this test against Riverlog")
+
+    async def controller_call_as_alice() -> dict[str, object]:
+        conn = await BrokerConnection.connect("127.0.0.1", secured.port)
+        try:
+            await conn.request(ApiKey.SASL_HANDSHAKE, {"mechanism": "PLAIN"}, 1)
+            login = await conn.request(ApiKey.SASL_AUTHENTICATE, {"auth_bytes": b"\0alice\0alice-secret"}, 2)
+            assert login["error_code"] == ErrorCode.NONE
+            grant = acl(ResourceType.TOPIC, "*", "alice", AclOperation.ALL)
+            arguments = codec.to_wire({"args": ([as_riverlog_binding(grant)],), "kwargs": {}})
+            return await conn.request(ApiKey.RIVERLOG_CONTROLLER_CALL, {
+                "cluster_id": "", "caller_id": 1, "method": "create_acls", "arguments": arguments}, 0)
+        finally:
+            await conn.close()
+
+    answer = asyncio.run(controller_call_as_alice())
+    assert answer["error_code"] == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    url = secured.broker.metrics_url
+    assert url is not None
+    scraped = urllib.request.urlopen(url, timeout=10).read().decode()
+    denied = [line for line in scraped.splitlines()
+              if line.startswith("riverlog_authorization_denials_total{") and 'resource_type="CLUSTER"' in line]
+    assert denied and float(denied[0].rsplit(" ", 1)[1]) >= 1
+
+
+def as_riverlog_binding(binding: AclBinding) -> RiverlogAclBinding:
+    """confluent-kafka's binding as Riverlog's own (what a controller call carries)."""
+    return RiverlogAclBinding.of(binding.restype.value, binding.name, binding.resource_pattern_type.value,
+                                 binding.principal, binding.host, binding.operation.value,
+                                 binding.permission_type.value)
 
 
 def test_acls_survive_a_restart(secured: Secured) -> None:

@@ -13,7 +13,7 @@ from ..security.acl import CLUSTER_NAME, Operation, ResourceType
 
 if TYPE_CHECKING:
     from ..server.dispatch import RequestContext
-    from .host import BrokerHost
+    from .host import BrokerHost, QuorumHost
 
 
 # Kafka's own messages of its authorization errors (Errors.X.message()).
@@ -44,7 +44,7 @@ def on_transactional_id(broker: BrokerHost, ctx: RequestContext, operation: Oper
     return allowed(broker, ctx, operation, ResourceType.TRANSACTIONAL_ID, name)
 
 
-def on_cluster(broker: BrokerHost, ctx: RequestContext, operation: Operation) -> bool:
+def on_cluster(broker: QuorumHost, ctx: RequestContext, operation: Operation) -> bool:
     access = broker.access
     return not access.enabled or access.cluster(ctx.connection, operation)
 

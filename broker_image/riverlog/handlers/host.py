@@ -47,6 +47,11 @@ class QuorumHost(Protocol):
         """The API table this node serves (ApiVersions answers from it)."""
         ...
 
+    @property
+    def access(self) -> AccessControl:
+        """ACL checks (``authorizer.class.name``); allows everything when no authorizer is set."""
+        ...
+
 
 class BrokerHost(QuorumHost, Protocol):
     """A broker, for every client- and replica-facing API."""
@@ -82,11 +87,6 @@ class BrokerHost(QuorumHost, Protocol):
 
     @property
     def metrics(self) -> Metrics: ...
-
-    @property
-    def access(self) -> AccessControl:
-        """ACL checks (``authorizer.class.name``); allows everything when no authorizer is set."""
-        ...
 
     def flush_soon(self, partition: Partition) -> None:
         """fsync this partition's log off the event loop (``flush.messages`` was reached)."""

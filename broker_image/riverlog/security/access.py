@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Protocol
 
+from ..config import BrokerConfig
 from .acl import CLUSTER_NAME, AclEntry, Operation, ResourceType, binding_of
 from .authorizer import Authorizer, parse_super_users
 from .denials import DenialLog
@@ -35,6 +36,13 @@ class AccessControl:
         self._built_from: Mapping[uuid.UUID, AclEntry] | None = None
         self._authorizer = self._base
         self.denials = DenialLog(count_denial, time.monotonic)
+
+    @classmethod
+    def configured(cls, config: BrokerConfig, acls: Callable[[], Mapping[uuid.UUID, AclEntry]],
+                   count_denial: Callable[[str, str], None]) -> AccessControl:
+        """As a node's ``authorizer.class.name``, ``super.users`` and ``allow.everyone.if.no.acl.found`` say."""
+        return cls(bool(config.get("authorizer.class.name").strip()), config.get("super.users"),
+                   config.get_bool("allow.everyone.if.no.acl.found"), acls, count_denial)
 
     def _current(self) -> Authorizer:
         acls = self._acls()
