@@ -180,7 +180,11 @@ async def handle_describe_transactions(broker: BrokerHost, ctx: RequestContext, 
         except KafkaError as exc:
             states.append(_describe_error(transactional_id, exc.code))
             continue
-        states.append(shard.describe(transactional_id))
+        state = shard.describe(transactional_id)
+        # As Kafka: the transaction's topics the principal may not describe are left out.
+        state["topics"] = [t for t in state["topics"] if allowed(
+            broker, ctx, Operation.DESCRIBE, ResourceType.TOPIC, t["topic"], log_denial=False)]
+        states.append(state)
     return {"throttle_time_ms": 0, "transaction_states": states}
 
 
