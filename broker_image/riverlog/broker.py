@@ -44,6 +44,7 @@ from .handlers import build_apis
 from .handlers.txn_markers import write_txn_markers
 from .metrics import HealthServer, Metrics
 from .protocol.errors import ErrorCode
+from .security.access import AccessControl
 from .security.sasl.scram import ScramCredential
 from .server.dispatch import Dispatcher
 from .server.lifecycle import run_until_signalled
@@ -101,6 +102,10 @@ class Broker:
                                                 config.get_int("min.incremental.fetch.session.eviction.ms"))
         self.metrics = Metrics()
         self.metrics.track_partitions(self.replicas.stats)
+        # ACLs (authorizer.class.name): handlers ask it before acting.
+        self.access = AccessControl.configured(
+            config, lambda: self.image.acls,
+            lambda resource_type, operation: self.metrics.authorization_denials.labels(resource_type, operation).inc())
         self.metrics.track_log_dirs(lambda: [(str(d.path), d.online) for d in self.log_dirs.dirs])
         self.coordinator = GroupCoordinator(GroupConfig.from_broker(config), self.node_id, self.replicas,
                                             self.controller)

@@ -19,6 +19,9 @@ SECRET_WORDS = ("password", "secret", "jaas", "token", "keystore.key", "credenti
 
 # Property -> default. Only properties Riverlog reads are listed; unknown keys are kept (so a
 # Kafka server.properties loads) and reported once at start-up.
+# The one authorizer.class.name served (security/authorizer.py decides as it does).
+STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+
 DEFAULTS: dict[str, str] = {
     "node.id": "1",
     "process.roles": "broker,controller",
@@ -175,6 +178,11 @@ DEFAULTS: dict[str, str] = {
     # Riverlog's own, Kafka's `kafka-storage format --add-scram` at start: SCRAM users made by the
     # first active controller if missing (SCRAM-SHA-512=[name=admin,password=...];...).
     "bootstrap.scram.credentials": "",
+    # Authorization (security/authorizer.py): Kafka's KRaft StandardAuthorizer is the one class
+    # served; empty means no authorizer, every request allowed (Kafka's default).
+    "authorizer.class.name": "",
+    "super.users": "",  # principals separated by ';' (User:admin;User:ops)
+    "allow.everyone.if.no.acl.found": "false",
 }
 
 # Keys also read per listener, as listener.name.<name>.<key>.
@@ -407,6 +415,11 @@ class BrokerConfig:
                 raise ConfigError(
                     f"listener {name} has no entry in listener.security.protocol.map "
                     f"({self.get('listener.security.protocol.map')}); add one, e.g. {name}:PLAINTEXT")
+        authorizer = self.get("authorizer.class.name").strip()
+        if authorizer and authorizer != STANDARD_AUTHORIZER:
+            raise ConfigError(f"authorizer.class.name={authorizer} is not served: Riverlog authorizes as Kafka's "
+                              f"KRaft {STANDARD_AUTHORIZER} does; name that class or leave the property empty")
+        self.get_bool("allow.everyone.if.no.acl.found")
         refused = refusals(self.props, self.explicit, names)
         if refused:
             raise ConfigError(f"unsupported security configuration: {', '.join(refused)}. {WHAT_TO_DO}")

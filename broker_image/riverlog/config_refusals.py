@@ -2,7 +2,7 @@
 
 Most Kafka properties Riverlog does not read are harmless to ignore (a tuning knob of a part it
 does differently), and the broker says so in one INFO line. Not these: someone who set
-``ssl.keystore.location``, ``sasl.enabled.mechanisms``, ``authorizer.class.name`` or a
+``ssl.keystore.location``, ``sasl.enabled.mechanisms``, ``sasl.oauthbearer.*`` or a
 ``SASL_SSL`` listener believes the broker encrypts, authenticates or authorizes. Serving
 plaintext, unauthenticated, on that listener would mislead them, so the broker stops at start
 and names every such property, until Riverlog implements them.
@@ -25,16 +25,12 @@ REFUSED_PREFIXES = (
     "sasl.kerberos.",  # GSSAPI
     "sasl.server.callback.handler.",  # custom credential checks (Java classes)
     "sasl.login.",  # login callbacks and refresh (OAUTHBEARER, Kerberos)
-    "authorizer.",  # ACLs (authorizer.class.name)
     "delegation.token.",  # delegation tokens authenticate clients
     "principal.builder.",  # principal.builder.class: who a client is
 )
-REFUSED_NAMES = frozenset({
-    "super.users",  # meaningful only with an authorizer
-    "allow.everyone.if.no.acl.found",
-})
+REFUSED_NAMES: frozenset[str] = frozenset()
 
-WHAT_TO_DO = ("Riverlog serves TLS and SASL PLAIN/SCRAM but not yet OAUTHBEARER, GSSAPI or ACLs, and "
+WHAT_TO_DO = ("Riverlog serves TLS, SASL PLAIN/SCRAM and ACLs but not yet OAUTHBEARER or GSSAPI, and "
               "will not serve plaintext to a configuration that asks for more. Remove these properties "
               "and run the broker on a trusted network (or behind a TLS-terminating proxy) until "
               "Riverlog supports them.")

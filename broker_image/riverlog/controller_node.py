@@ -18,6 +18,7 @@ from .controller.local import cluster_id_for_voters, read_or_create_cluster_id
 from .controller.quorum.controller import QuorumController
 from .handlers import build_controller_apis
 from .metrics import HealthServer, Metrics
+from .security.access import AccessControl
 from .server.dispatch import Dispatcher
 from .server.lifecycle import run_until_signalled
 from .server.socket_server import SocketServer
@@ -36,11 +37,16 @@ class ControllerNode:
         self.quorum: QuorumController | None = QuorumController(config, self.cluster_id)
         self.metrics = Metrics()
         self.metrics.track_controller(self._controller_stats)
+        quorum = self.quorum
+        self.access = AccessControl.configured(config, lambda: quorum.image.acls, self._count_denial)
         self.dispatcher = Dispatcher(build_controller_apis(self), self.metrics)
         self.health = HealthServer(self.metrics, config.get("metrics.host"), config.get_int("metrics.port"))
         # Only the quorum's peers and the brokers connect here, a handful of connections each.
         self.sockets = SocketServer(self.dispatcher.handle, max_frame=config.get_int("socket.request.max.bytes"),
                                     max_queued=100, config=config, metrics=self.metrics)
+
+    def _count_denial(self, resource_type: str, operation: str) -> None:
+        self.metrics.authorization_denials.labels(resource_type, operation).inc()
 
     def _controller_stats(self) -> tuple[bool, int]:
         quorum = self.quorum

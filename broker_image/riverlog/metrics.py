@@ -224,6 +224,11 @@ class Metrics:
             "Connections the broker closed (reason idle: connections.max.idle.ms; request_frame_timeout: "
             "socket.request.frame.timeout.ms; max_connections: made room for the inter-broker listener)",
             ["reason"], registry=r)
+        # Authorization (security/access.py): requests or parts of requests an ACL denied.
+        self.authorization_denials = Counter(
+            "riverlog_authorization_denials",
+            "Operations the authorizer denied (a request may count several: one per denied resource)",
+            ["resource_type", "operation"], registry=r)
         self.queued_request_bytes = Gauge(
             "riverlog_queued_request_bytes",
             "Request bytes reserved from the queued.max.request.bytes pools (0 when unbounded)", registry=r)

@@ -1,7 +1,7 @@
 """`riverlog broker` as a user starts it: a configuration that asks for security Riverlog does not
-serve yet (ACLs, OAUTHBEARER) or a TLS listener whose files do not load stops the process at once
-with a message naming every such property (it never listens, so nothing is
-served in plaintext by mistake), and `--check-config` prints the effective configuration.
+serve (Kerberos, delegation tokens, a custom principal builder) or a TLS listener whose files do
+not load stops the process at once with a message naming every such property (it never listens,
+so nothing is served in plaintext by mistake), and `--check-config` prints the effective configuration.
 
 These exercise Riverlog's own command line, whatever RIVERLOG_TEST_TARGET says.
 """
@@ -36,14 +36,14 @@ def test_a_broker_asking_for_what_riverlog_cannot_honour_refuses_to_start(tmp_pa
     properties.write_text(
         f"listeners=PLAINTEXT://127.0.0.1:{port}\n"
         f"log.dirs={tmp_path / 'data'}\n"
-        "sasl.oauthbearer.jwks.endpoint.url=https://idp.example/jwks\n"
-        "super.users=User:admin\n"
-        "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer\n")
+        "sasl.kerberos.service.name=kafka\n"
+        "delegation.token.secret.key=token-signing-secret\n"
+        "principal.builder.class=com.example.Builder\n")
     result = riverlog_broker("--config", str(properties), "--set", f"metrics.port={metrics_port}")
     assert result.returncode == 2, result.stderr
-    for named in ("sasl.oauthbearer.jwks.endpoint.url", "super.users", "authorizer.class.name"):
+    for named in ("sasl.kerberos.service.name", "delegation.token.secret.key", "principal.builder.class"):
         assert named in result.stderr
-    assert "idp.example" not in result.stderr  # names, never values
+    assert "token-signing-secret" not in result.stderr  # names, never values
     assert "Remove these properties" in result.stderr
     assert not listening(port) and not listening(metrics_port)
     assert not (tmp_path / "data").exists()  # refused before touching the data directory
@@ -66,10 +66,11 @@ def test_a_tls_listener_without_its_key_refuses_to_start_with_the_fix(tmp_path: 
 def test_security_properties_from_the_environment_are_refused_too(tmp_path: Path) -> None:
     (port,) = free_ports(1)
     result = riverlog_broker("--set", f"listeners=PLAINTEXT://127.0.0.1:{port}", "--set", f"log.dirs={tmp_path}",
-                             "--set", "super.users=User:admin",
-                             env={"RIVERLOG_SECURITY_INTER_BROKER_PROTOCOL": "SSL"})
+                             "--set", "delegation.token.secret.key=k",
+                             env={"RIVERLOG_SASL_KERBEROS_SERVICE_NAME": "kafka"})
     # RIVERLOG_* variables set only properties Riverlog reads; the --set one is refused.
-    assert result.returncode == 2 and "super.users" in result.stderr
+    assert result.returncode == 2 and "delegation.token.secret.key" in result.stderr
+    assert "sasl.kerberos" not in result.stderr
 
 
 def test_check_config_prints_every_property_with_its_source_and_exits(tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ GET_OFFSET_SHELL = kafka_dist.GET_OFFSET_SHELL_MAIN  # kafka-get-offsets.sh
 DELETE_RECORDS = kafka_dist.DELETE_RECORDS_MAIN  # kafka-delete-records.sh
 TRANSACTIONS = kafka_dist.TRANSACTIONS_MAIN  # kafka-transactions.sh
 CONFIGS = kafka_dist.CONFIG_COMMAND_MAIN  # kafka-configs.sh
+ACLS = "org.apache.kafka.tools.AclCommand"  # kafka-acls.sh
 
 
 @dataclass(frozen=True)
@@ -118,6 +119,9 @@ class JavaTools:
 
     def configs(self, bootstrap: str, *args: str, timeout: float = 90.0, check: bool = True) -> ToolResult:
         return self.run(CONFIGS, ["--bootstrap-server", bootstrap, *args], timeout=timeout, check=check)
+
+    def acls(self, bootstrap: str, *args: str, timeout: float = 90.0, check: bool = True) -> ToolResult:
+        return self.run(ACLS, ["--bootstrap-server", bootstrap, *args], timeout=timeout, check=check)
 
     def transactions(self, bootstrap: str, *args: str, timeout: float = 90.0, check: bool = True) -> ToolResult:
         return self.run(TRANSACTIONS, ["--bootstrap-server", bootstrap, *args], timeout=timeout, check=check)

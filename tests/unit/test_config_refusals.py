@@ -15,9 +15,6 @@ PLAIN = {"listeners": "PLAINTEXT://127.0.0.1:9092"}
 @pytest.mark.parametrize("extra, named", [
     ({"sasl.oauthbearer.jwks.endpoint.url": "https://idp/jwks"}, "sasl.oauthbearer.jwks.endpoint.url"),
     ({"sasl.kerberos.service.name": "kafka"}, "sasl.kerberos.service.name"),
-    ({"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer"}, "authorizer.class.name"),
-    ({"super.users": "User:admin"}, "super.users"),
-    ({"allow.everyone.if.no.acl.found": "false"}, "allow.everyone.if.no.acl.found"),
     ({"listener.name.sasl_ssl.oauthbearer.sasl.server.callback.handler.class": "x"},
      "listener.name.sasl_ssl.oauthbearer.sasl.server.callback.handler.class"),
     ({"principal.builder.class": "x.Builder"}, "principal.builder.class"),
@@ -26,7 +23,7 @@ PLAIN = {"listeners": "PLAINTEXT://127.0.0.1:9092"}
 def test_each_security_property_not_served_yet_is_refused_by_name(extra: dict[str, str], named: str) -> None:
     with pytest.raises(ConfigError) as refused:
         BrokerConfig({**PLAIN, **extra})
-    assert named in str(refused.value) and "not yet OAUTHBEARER, GSSAPI or ACLs" in str(refused.value)
+    assert named in str(refused.value) and "not yet OAUTHBEARER or GSSAPI" in str(refused.value)
 
 
 @pytest.mark.parametrize("listeners, protocol_map", [
@@ -67,10 +64,20 @@ def test_the_inter_broker_listener_must_exist_and_be_named_once(props: dict[str,
 
 def test_every_offender_is_named_at_once() -> None:
     with pytest.raises(ConfigError) as refused:
-        BrokerConfig({**PLAIN, "sasl.oauthbearer.expected.audience": "a", "super.users": "User:x",
-                      "authorizer.class.name": "A"})
-    for named in ("sasl.oauthbearer.expected.audience", "super.users", "authorizer.class.name"):
+        BrokerConfig({**PLAIN, "sasl.oauthbearer.expected.audience": "a", "principal.builder.class": "x",
+                      "delegation.token.secret.key": "k"})
+    for named in ("sasl.oauthbearer.expected.audience", "principal.builder.class", "delegation.token.secret.key"):
         assert named in str(refused.value)
+
+
+def test_kafka_s_standard_authorizer_is_served_and_any_other_class_refused() -> None:
+    config = BrokerConfig({**PLAIN, "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                           "super.users": "User:admin;User:ops", "allow.everyone.if.no.acl.found": "true"})
+    assert config.unknown == []
+    with pytest.raises(ConfigError, match="AclAuthorizer is not served"):
+        BrokerConfig({**PLAIN, "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer"})
+    with pytest.raises(ConfigError, match="allow.everyone.if.no.acl.found"):
+        BrokerConfig({**PLAIN, "allow.everyone.if.no.acl.found": "maybe"})
 
 
 def test_a_listener_missing_from_the_protocol_map_is_refused_as_kafka_does() -> None:

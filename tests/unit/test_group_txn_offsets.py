@@ -27,6 +27,7 @@ from riverlog.coordinator.txn_offsets import PendingTxnOffsets
 from riverlog.handlers.group_offsets import handle_offset_fetch, handle_txn_offset_commit
 from riverlog.protocol.errors import ErrorCode
 from riverlog.protocol.record_batch import NewRecord, build_batch
+from riverlog.security.access import AccessControl, allow_all
 from support.group_harness import Harness, subscription
 
 pytestmark = pytest.mark.unit
@@ -392,6 +393,7 @@ class _Broker:
     image: _Image
     coordinator: _Coordinator
     config: _Config = field(default_factory=lambda: _Config())
+    access: AccessControl = field(default_factory=allow_all)
 
 
 class _Config:

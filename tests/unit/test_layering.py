@@ -45,7 +45,7 @@ LAYERS: list[set[str]] = [
 CONTROLLER_LAYERS: list[set[str]] = [
     {"raft", "topic_names"},  # the pure Raft state machine; names of special topics
     {"records", "image", "placement", "topic_ops", "partition_ops", "reassignment", "leader_balance",
-     "features", "scram", "snapshot", "api"},
+     "features", "scram", "acls", "snapshot", "api"},
     {"local"},
     {"quorum"},
 ]

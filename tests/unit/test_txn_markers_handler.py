@@ -18,6 +18,7 @@ from riverlog.handlers.producer_ids import handle_describe_producers
 from riverlog.handlers.txn_markers import write_txn_markers
 from riverlog.protocol.errors import ErrorCode, KafkaError
 from riverlog.protocol.record_batch import NewRecord, build_batch, iter_records
+from riverlog.security.access import allow_all
 from riverlog.storage import Log, LogConfig
 
 pytestmark = pytest.mark.unit
@@ -53,6 +54,7 @@ class _Broker:
     def __init__(self, partitions: dict[tuple[str, int], Partition]) -> None:
         self.replicas = _Replicas(partitions)
         self.coordinator = _Coordinator()
+        self.access = allow_all()
 
 
 def leader(tmp_path: Path, topic: str, index: int, *, replicas: tuple[int, ...] = (1,)) -> Partition:

@@ -24,6 +24,7 @@ from riverlog.handlers.transactions import (
     handle_list_transactions,
 )
 from riverlog.protocol.errors import ErrorCode, KafkaError
+from riverlog.security.access import allow_all
 from riverlog.transactions.config import TxnConfig
 from riverlog.transactions.placement import TRANSACTION_STATE_TOPIC, partition_for
 from riverlog.transactions.runtime import TransactionCoordinator
@@ -160,6 +161,7 @@ class FakeHost:
         self.transactions = coordinator
         self.coordinator = FakeGroups()
         self.image = coordinator.image
+        self.access = allow_all()
 
 
 def ctx(version: int) -> Any:

@@ -138,6 +138,11 @@ def _describe_broker_error(exc: BrokerError, topic: str | None) -> str:
         if said:
             return f"invalid topic name: {said}"
         return f"invalid topic name {name}: use letters, digits, '.', '_' and '-' (at most 249 characters)"
+    if code == ErrorCode.SECURITY_DISABLED:
+        return f"{exc}: the broker has no authorizer; set authorizer.class.name (and super.users) to use ACLs"
+    if code in (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                ErrorCode.GROUP_AUTHORIZATION_FAILED, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED):
+        return f"{exc}: the principal lacks an ACL for this; a super user can grant it with `riverlog acls create`"
     if code == ErrorCode.MESSAGE_TOO_LARGE:
         return f"{exc}: the record is larger than the topic's max.message.bytes"
     return str(exc)

@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 from ..protocol.api_keys import ApiKey
 from ..protocol.errors import ErrorCode
 from ..protocol.primitives import ZERO_UUID, DecodeError
+from ..security.acl import AclBinding, AclFilter
 from ..security.client_config import ClientSecurity
 from .cluster import BrokerInfo, Cluster, TopicInfo
 from .connection import BrokerConnection
@@ -555,6 +556,39 @@ class AdminClient:
 
     # --- consumer groups ------------------------------------------------------------------------
 
+    # --- ACLs (CreateAcls, DescribeAcls, DeleteAcls: any broker answers) --------------------------
+
+    async def create_acls(self, bindings: Sequence[AclBinding]) -> None:
+        """Create ``bindings`` (one that exists already is fine); BrokerError for the first refused."""
+        body = {"creations": [{
+            "resource_type": int(b.resource_type), "resource_name": b.resource_name,
+            "resource_pattern_type": int(b.pattern_type), "principal": b.principal, "host": b.host,
+            "operation": int(b.operation), "permission_type": int(b.permission)} for b in bindings]}
+        conn = await self.cluster.any_connection()
+        response = await conn.request(ApiKey.CREATE_ACLS, body)
+        for binding, result in zip(bindings, response["results"], strict=False):
+            check_error(result["error_code"], f"create ACL {binding.describe()}", result.get("error_message"))
+
+    async def describe_acls(self, acl_filter: AclFilter) -> list[AclBinding]:
+        conn = await self.cluster.any_connection()
+        response = await conn.request(ApiKey.DESCRIBE_ACLS, _filter_body(acl_filter))
+        check_error(response["error_code"], "describe ACLs", response.get("error_message"))
+        return [AclBinding.of(r["resource_type"], r["resource_name"], r["pattern_type"], a["principal"], a["host"],
+                              a["operation"], a["permission_type"])
+                for r in response["resources"] for a in r["acls"]]
+
+    async def delete_acls(self, filters: Sequence[AclFilter]) -> list[AclBinding]:
+        """Delete every binding a filter matches; the bindings deleted."""
+        conn = await self.cluster.any_connection()
+        response = await conn.request(ApiKey.DELETE_ACLS, {"filters": [_filter_body(f) for f in filters]})
+        deleted: list[AclBinding] = []
+        for result in response["filter_results"]:
+            check_error(result["error_code"], "delete ACLs", result.get("error_message"))
+            deleted += [AclBinding.of(m["resource_type"], m["resource_name"], m["pattern_type"], m["principal"],
+                                      m["host"], m["operation"], m["permission_type"])
+                        for m in result["matching_acls"]]
+        return deleted
+
     async def find_group_coordinator(self, group_id: str) -> BrokerInfo:
         """The broker coordinating ``group_id`` (FindCoordinator, batched form from version 4).
 
@@ -911,3 +945,10 @@ def _single(results: list[dict[str, Any]], key: str, name: str | int, operation:
     if len(results) == 1 and results[0].get(key) in (None, ""):
         return results[0]
     raise BrokerError(ErrorCode.UNKNOWN_SERVER_ERROR, operation, f"the response has no result for '{name}'")
+
+
+def _filter_body(acl_filter: AclFilter) -> dict[str, Any]:
+    return {"resource_type_filter": int(acl_filter.resource_type), "resource_name_filter": acl_filter.resource_name,
+            "pattern_type_filter": int(acl_filter.pattern_type), "principal_filter": acl_filter.principal,
+            "host_filter": acl_filter.host, "operation": int(acl_filter.operation),
+            "permission_type": int(acl_filter.permission)}

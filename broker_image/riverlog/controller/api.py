@@ -8,8 +8,8 @@ each returning once its records are committed *and* applied to this node's image
 read ``image`` right after. ``LocalController`` (``local.py``) implements it in one process, for
 tests whose brokers share one controller (records fsynced to a local file).
 
-Decisions are the pure functions of ``topic_ops``, ``partition_ops``, ``reassignment`` and
-``leader_balance``; an implementation only makes their records durable, orders them, and
+Decisions are the pure functions of ``topic_ops``, ``partition_ops``, ``reassignment``,
+``leader_balance``, ``scram`` and ``acls``; an implementation only makes their records durable, orders them, and
 applies them.
 """
 
@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ..protocol.errors import ErrorCode
+from ..security.acl import AclBinding, AclFilter
+from .acls import AclCreation, AclDeletion
 from .features import FeatureOutcome, FeatureUpdate
 from .image import MetadataImage
 from .partition_ops import AlterPartitionOutcome, AlterPartitionRequest, ElectionOutcome
@@ -134,4 +136,12 @@ class ControllerApi(Protocol):
     async def alter_user_scram_credentials(self, deletions: Sequence[ScramDeletion],
                                            upsertions: Sequence[ScramUpsertion]) -> list[UserOutcome]:
         """AlterUserScramCredentials: every accepted change committed together (see ``scram``)."""
+        ...
+
+    async def create_acls(self, bindings: Sequence[AclBinding]) -> list[AclCreation]:
+        """CreateAcls: one outcome per binding; the new ones committed together (see ``acls``)."""
+        ...
+
+    async def delete_acls(self, filters: Sequence[AclFilter]) -> list[AclDeletion]:
+        """DeleteAcls: per filter, the bindings removed; all removals committed together."""
         ...

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 from .records import (
+    AccessControlEntryRecord,
     BrokerRegistrationChangeRecord,
     ConfigRecord,
     Endpoint,
@@ -22,6 +23,7 @@ from .records import (
     ProducerIdsRecord,
     Record,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
     RemoveUserScramCredentialRecord,
     TopicRecord,
@@ -91,6 +93,8 @@ class MetadataImage:
     features: Mapping[str, int] = field(default_factory=dict)
     # SCRAM credentials by (user, mechanism) (controller/scram.py).
     scram: Mapping[tuple[str, str], UserScramCredentialRecord] = field(default_factory=dict)
+    # ACL bindings by id, in creation order (controller/acls.py, security/authorizer.py).
+    acls: Mapping[uuid.UUID, AccessControlEntryRecord] = field(default_factory=dict)
 
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicImage | None:
         name = self.topic_ids.get(topic_id)
@@ -118,6 +122,7 @@ class MetadataImage:
         next_pid = self.next_producer_id
         features = dict(self.features)
         scram = dict(self.scram)
+        acls = dict(self.acls)
         # Partition maps are copied only for topics a record touches.
         touched: dict[str, dict[int, PartitionImage]] = {}
         count = 0
@@ -192,6 +197,10 @@ class MetadataImage:
                 scram[(record.name, record.mechanism)] = record
             elif isinstance(record, RemoveUserScramCredentialRecord):
                 scram.pop((record.name, record.mechanism), None)
+            elif isinstance(record, AccessControlEntryRecord):
+                acls[record.id] = record
+            elif isinstance(record, RemoveAccessControlEntryRecord):
+                acls.pop(record.id, None)
             elif isinstance(record, MetadataOffsetRecord):
                 base = record.offset - count
 
@@ -208,4 +217,5 @@ class MetadataImage:
             next_producer_id=next_pid,
             features=MappingProxyType(features),
             scram=MappingProxyType(scram),
+            acls=MappingProxyType(acls),
         )

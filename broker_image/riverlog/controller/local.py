@@ -28,7 +28,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ..protocol.errors import ErrorCode
+from ..security.acl import AclBinding, AclFilter
 from . import leader_balance, partition_ops, reassignment
+from .acls import AclCreation, AclDeletion, create_acls, delete_acls
 from .api import HeartbeatResult, ImageListener, Unsubscribe
 from .features import FeatureOutcome, FeatureUpdate, update_features
 from .image import MetadataImage
@@ -359,6 +361,20 @@ class LocalController:
                                            upsertions: Sequence[ScramUpsertion]) -> list[UserOutcome]:
         async with self._lock:
             outcomes, records = alter_credentials(self.image, deletions, upsertions)
+            if records:
+                await self.commit(list(records))
+            return outcomes
+
+    async def create_acls(self, bindings: Sequence[AclBinding]) -> list[AclCreation]:
+        async with self._lock:
+            outcomes, records = create_acls(self.image, bindings, uuid.uuid4)
+            if records:
+                await self.commit(list(records))
+            return outcomes
+
+    async def delete_acls(self, filters: Sequence[AclFilter]) -> list[AclDeletion]:
+        async with self._lock:
+            outcomes, records = delete_acls(self.image, filters)
             if records:
                 await self.commit(list(records))
             return outcomes

@@ -144,6 +144,28 @@ class RemoveUserScramCredentialRecord:
 
 
 @dataclass(frozen=True)
+class AccessControlEntryRecord:
+    """An ACL binding (Kafka's AccessControlEntryRecord; codes as in ``security/acl.py``), named
+    by ``id`` so a later RemoveAccessControlEntryRecord can remove exactly it."""
+
+    TYPE: ClassVar[str] = "access_control_entry"
+    id: uuid.UUID
+    resource_type: int
+    resource_name: str
+    pattern_type: int
+    principal: str
+    host: str
+    operation: int
+    permission_type: int
+
+
+@dataclass(frozen=True)
+class RemoveAccessControlEntryRecord:
+    TYPE: ClassVar[str] = "remove_access_control_entry"
+    id: uuid.UUID
+
+
+@dataclass(frozen=True)
 class MetadataOffsetRecord:
     """Only in snapshots, as their last record: this record stands at metadata offset ``offset``
     (the offset of the image the snapshot was taken from). Records applied after the snapshot
@@ -165,6 +187,8 @@ Record = (
     | FeatureLevelRecord
     | UserScramCredentialRecord
     | RemoveUserScramCredentialRecord
+    | AccessControlEntryRecord
+    | RemoveAccessControlEntryRecord
     | MetadataOffsetRecord
 )
 
@@ -182,6 +206,8 @@ _TYPES: dict[str, Any] = {
         FeatureLevelRecord,
         UserScramCredentialRecord,
         RemoveUserScramCredentialRecord,
+        AccessControlEntryRecord,
+        RemoveAccessControlEntryRecord,
         MetadataOffsetRecord,
     )
 }
@@ -199,8 +225,9 @@ def to_json(record: Record) -> dict[str, Any]:
 def from_json(data: dict[str, Any]) -> Record:
     data = dict(data)
     cls = _TYPES[data.pop("type")]
-    if "topic_id" in data:
-        data["topic_id"] = uuid.UUID(data["topic_id"])
+    for key in ("topic_id", "id"):
+        if key in data:
+            data[key] = uuid.UUID(data[key])
     for key in ("replicas", "isr", "adding_replicas", "removing_replicas"):
         if data.get(key) is not None:
             data[key] = tuple(data[key])
@@ -211,6 +238,7 @@ def from_json(data: dict[str, Any]) -> Record:
 
 
 __all__ = [
+    "AccessControlEntryRecord",
     "BrokerRegistrationChangeRecord",
     "ConfigRecord",
     "Endpoint",
@@ -221,6 +249,7 @@ __all__ = [
     "ProducerIdsRecord",
     "Record",
     "RegisterBrokerRecord",
+    "RemoveAccessControlEntryRecord",
     "RemoveTopicRecord",
     "RemoveUserScramCredentialRecord",
     "TopicRecord",

@@ -56,6 +56,7 @@ def image_to_records(image: MetadataImage) -> list[Record]:
         records.append(ProducerIdsRecord(NO_BROKER, image.next_producer_id))
     records.extend(FeatureLevelRecord(name, level) for name, level in sorted(image.features.items()))
     records.extend(credential for _key, credential in sorted(image.scram.items()))
+    records.extend(image.acls.values())
     records.append(MetadataOffsetRecord(image.offset))
     return records
 

@@ -9,6 +9,7 @@ from typing import Any
 from ..protocol.api_keys import ApiKey
 from ..protocol.messages import MESSAGES
 from ..server.dispatch import Api, RequestContext
+from .acls import handle_create_acls, handle_delete_acls, handle_describe_acls
 from .api_versions import handle_api_versions
 from .cluster_info import handle_describe_cluster, handle_describe_log_dirs, handle_elect_leaders
 from .configs import handle_alter_configs, handle_describe_configs, handle_incremental_alter_configs
@@ -113,6 +114,9 @@ HANDLERS: dict[ApiKey, BrokerHandler] = {
     ApiKey.SASL_AUTHENTICATE: handle_sasl_authenticate,
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: handle_describe_user_scram_credentials,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: handle_alter_user_scram_credentials,
+    ApiKey.DESCRIBE_ACLS: handle_describe_acls,  # authorization (security/acl.py, controller/acls.py)
+    ApiKey.CREATE_ACLS: handle_create_acls,
+    ApiKey.DELETE_ACLS: handle_delete_acls,
     # The metadata quorum (Fetch on __cluster_metadata goes through handle_fetch too).
     **QUORUM_HANDLERS,
 }

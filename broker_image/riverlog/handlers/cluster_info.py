@@ -1,4 +1,9 @@
-"""DescribeCluster and DescribeLogDirs."""
+"""DescribeCluster, DescribeLogDirs and ElectLeaders.
+
+With an authorizer, as Kafka: DescribeCluster is answered to anyone; DescribeLogDirs needs
+DESCRIBE on the cluster (else no results and CLUSTER_AUTHORIZATION_FAILED), ElectLeaders ALTER
+(else CLUSTER_AUTHORIZATION_FAILED, on every partition too).
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from ..protocol.errors import ErrorCode
 from ..server.dispatch import RequestContext
+from .authorize import DENIED_MESSAGE, Operation, on_cluster
 from .common import Body, client_endpoint
 from .metadata import OPS_NOT_REQUESTED
 
@@ -43,6 +49,8 @@ async def handle_describe_cluster(broker: BrokerHost, ctx: RequestContext, req: 
 async def handle_describe_log_dirs(broker: BrokerHost, ctx: RequestContext, req: Body) -> Body:
     """One result per log directory, as Kafka answers: an offline directory has the error
     KAFKA_STORAGE_ERROR, no partitions and unknown (-1) sizes."""
+    if not on_cluster(broker, ctx, Operation.DESCRIBE):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "results": []}
     wanted = req.get("topics")
     selected: dict[str, set[int] | None] | None = None
     if wanted is not None:
@@ -90,6 +98,14 @@ async def handle_elect_leaders(broker: BrokerHost, ctx: RequestContext, req: Bod
         items = [(t.name, p) for t in broker.image.topics.values() for p in sorted(t.partitions)]
     else:
         items = [(t["topic"], p) for t in requested for p in t["partitions"]]
+    if not on_cluster(broker, ctx, Operation.ALTER):
+        denied: dict[str, list[Body]] = {}
+        for topic, partition in items:
+            denied.setdefault(topic, []).append({
+                "partition_id": partition, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                "error_message": DENIED_MESSAGE[ErrorCode.CLUSTER_AUTHORIZATION_FAILED]})
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                "replica_election_results": [{"topic": t, "partition_result": p} for t, p in denied.items()]}
     outcomes = await broker.controller.elect_leaders(items, election_type)
     by_topic: dict[str, list[Body]] = {}
     for (topic, partition), outcome in zip(items, outcomes, strict=True):

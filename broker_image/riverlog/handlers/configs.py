@@ -1,4 +1,9 @@
-"""DescribeConfigs, AlterConfigs and IncrementalAlterConfigs for topics and brokers."""
+"""DescribeConfigs, AlterConfigs and IncrementalAlterConfigs for topics and brokers.
+
+With an authorizer, as Kafka: describing needs DESCRIBE_CONFIGS and altering ALTER_CONFIGS, on the
+topic (else TOPIC_AUTHORIZATION_FAILED) or, for a broker or broker logger, on the cluster (else
+CLUSTER_AUTHORIZATION_FAILED), resource by resource; a denied topic's existence does not leak.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,7 @@ from ..controller.image import BROKER_RESOURCE, TOPIC_RESOURCE
 from ..protocol.errors import ErrorCode
 from ..server.dispatch import RequestContext
 from ..topic_config import TOPIC_CONFIGS, ConfigSource, ConfigType, default_value
+from .authorize import DENIED_MESSAGE, Operation, on_cluster, on_topic
 from .common import Body, error_message
 
 if TYPE_CHECKING:
@@ -69,6 +75,15 @@ def _broker_configs(broker: BrokerHost, keys: list[str] | None, version: int) ->
     return out
 
 
+def _denied(broker: BrokerHost, ctx: RequestContext, operation: Operation, rtype: int, rname: str) -> ErrorCode | None:
+    """The authorization error of ``operation`` on a config resource, or None when allowed."""
+    if rtype == TOPIC_RESOURCE:
+        return None if on_topic(broker, ctx, operation, rname) else ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    if rtype in (BROKER_RESOURCE, BROKER_LOGGER_RESOURCE):
+        return None if on_cluster(broker, ctx, operation) else ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    return None
+
+
 async def handle_describe_configs(broker: BrokerHost, ctx: RequestContext, req: Body) -> Body:
     results = []
     for res in req["resources"]:
@@ -76,7 +91,10 @@ async def handle_describe_configs(broker: BrokerHost, ctx: RequestContext, req: 
         keys = res.get("configuration_keys")
         result: Body = {"error_code": ErrorCode.NONE, "error_message": None, "resource_type": rtype,
                         "resource_name": rname, "configs": []}
-        if rtype == TOPIC_RESOURCE:
+        denied = _denied(broker, ctx, Operation.DESCRIBE_CONFIGS, rtype, rname)
+        if denied is not None:
+            result.update(error_code=denied, error_message=DENIED_MESSAGE[denied])
+        elif rtype == TOPIC_RESOURCE:
             if rname not in broker.image.topics:
                 result.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                               error_message=f"Topic {rname} does not exist")
@@ -113,6 +131,10 @@ async def handle_alter_configs(broker: BrokerHost, ctx: RequestContext, req: Bod
     responses = []
     for res in req["resources"]:
         rtype, rname = res["resource_type"], res["resource_name"]
+        denied = _denied(broker, ctx, Operation.ALTER_CONFIGS, rtype, rname)
+        if denied is not None:
+            responses.append(_resource_error(rtype, rname, denied, DENIED_MESSAGE[denied]))
+            continue
         if rtype != TOPIC_RESOURCE:
             responses.append(_unsupported_resource(rtype, rname))
             continue
@@ -127,6 +149,10 @@ async def handle_incremental_alter_configs(broker: BrokerHost, ctx: RequestConte
     responses = []
     for res in req["resources"]:
         rtype, rname = res["resource_type"], res["resource_name"]
+        denied = _denied(broker, ctx, Operation.ALTER_CONFIGS, rtype, rname)
+        if denied is not None:
+            responses.append(_resource_error(rtype, rname, denied, DENIED_MESSAGE[denied]))
+            continue
         if rtype == BROKER_RESOURCE and all(c["config_operation"] == DELETE and c["name"] in BROKER_THROTTLES
                                             for c in res["configs"]):
             responses.append(_resource_error(rtype, rname, ErrorCode.NONE, None))

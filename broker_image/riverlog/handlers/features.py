@@ -1,5 +1,5 @@
 """UpdateFeatures: finalized feature levels, decided by the active controller
-(``controller/features.py``); ApiVersions announces them."""
+(``controller/features.py``); ApiVersions announces them. With an authorizer: ALTER on the cluster."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from ..controller.features import SAFE_DOWNGRADE, UPGRADE, FeatureUpdate
 from ..protocol.errors import ErrorCode, KafkaError
 from ..server.dispatch import RequestContext
+from .authorize import DENIED_MESSAGE, Operation, on_cluster
 from .common import Body
 
 if TYPE_CHECKING:
@@ -20,6 +21,14 @@ async def handle_update_features(broker: BrokerHost, ctx: RequestContext, req: B
     updates = [FeatureUpdate(u["feature"], u["max_version_level"], _upgrade_type(u, ctx.version))
                for u in req["feature_updates"]]
     body: Body = {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "results": []}
+    if not on_cluster(broker, ctx, Operation.ALTER):
+        body.update(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                    error_message=DENIED_MESSAGE[ErrorCode.CLUSTER_AUTHORIZATION_FAILED])
+        if ctx.version <= RESULTS_UNTIL_VERSION:
+            body["results"] = [{"feature": u.name, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                                "error_message": DENIED_MESSAGE[ErrorCode.CLUSTER_AUTHORIZATION_FAILED]}
+                               for u in updates]
+        return body
     names = [u.name for u in updates]
     if len(set(names)) != len(names):
         body.update(error_code=ErrorCode.INVALID_REQUEST, error_message="The request names a feature more than once.")

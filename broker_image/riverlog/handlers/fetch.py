@@ -19,6 +19,10 @@ the aborted transactions overlapping what could be returned (producer id and fir
 the segments' transaction indexes) so the consumer can drop their records. The bound used is the
 LSO rather than the last returned batch: a few extra entries are harmless (the consumer uses an
 entry only once it reaches its first offset) and spare a scan for the batch boundary.
+
+With an authorizer (as Kafka): a follower needs CLUSTER_ACTION on the cluster, a consumer READ on
+each topic; every partition denied is answered TOPIC_AUTHORIZATION_FAILED (a topic that does not
+exist too, so its existence does not leak), checked on every request of a session.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from ..cluster.partition import Partition
 from ..protocol.api_keys import ApiKey
 from ..protocol.errors import ErrorCode, KafkaError
 from ..server.dispatch import RequestContext
+from .authorize import Operation, on_cluster, on_topic
 from .common import Body, resolve_topic, unknown_topic_code
 from .quorum import handle_raft_request, is_metadata_fetch
 
@@ -109,12 +114,17 @@ async def handle_fetch(broker: BrokerHost, ctx: RequestContext, req: Body) -> Bo
         session.update(requested, _forgotten(req, uses_ids))
         fetch_list = list(session.partitions.values())
 
+    if is_replica:
+        denied = {c.topic for c in fetch_list} if not on_cluster(broker, ctx, Operation.CLUSTER_ACTION) else set()
+    else:
+        denied = {name for name in {c.topic for c in fetch_list if c.topic}
+                  if not on_topic(broker, ctx, Operation.READ, name)}
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max_wait
     first = True
     while True:
         # Only the first pass reports the follower's position: later passes re-read after a wake-up.
-        outcome = _collect(broker, fetch_list, max_bytes, follower, first, read_committed)
+        outcome = _collect(broker, fetch_list, max_bytes, follower, first, read_committed, denied)
         first = False
         remaining = deadline - loop.time()
         if outcome.total >= min_bytes or outcome.had_error or remaining <= 0 or not outcome.involved:
@@ -196,7 +206,7 @@ def _by_topic(answers: list[tuple[CachedPartition, Body]], uses_ids: bool) -> li
 
 def _collect(
     broker: BrokerHost, fetch_list: list[CachedPartition], max_bytes: int, follower: tuple[int, int] | None,
-    report: bool, read_committed: bool = False,
+    report: bool, read_committed: bool = False, denied: frozenset[str] | set[str] = frozenset(),
 ) -> _Outcome:
     is_replica = follower is not None
     fetch_time = now_ms()
@@ -208,6 +218,9 @@ def _collect(
     for cached in fetch_list:
         index = cached.partition
         fp = cached.position
+        if cached.topic in denied:
+            answers.append((cached, _partition_error(index, ErrorCode.TOPIC_AUTHORIZATION_FAILED)))
+            continue
         topic = resolve_topic(broker, cached.topic, cached.topic_id)
         if topic is None:
             answers.append((cached, _partition_error(index, unknown_topic_code(cached.topic_id))))

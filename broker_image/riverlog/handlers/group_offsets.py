@@ -4,6 +4,12 @@ batched v8+) and OffsetDelete.
 Topics and partitions that do not exist are answered here, per partition, before the group
 coordinator sees the rest (as Kafka's request layer does); the coordinator checks membership
 and generations and stores the offsets in ``__consumer_offsets``.
+
+With an authorizer, as Kafka: OffsetCommit needs READ on the group (else every partition is
+GROUP_AUTHORIZATION_FAILED) and on each topic (else its partitions are TOPIC_AUTHORIZATION_FAILED,
+existing or not); TxnOffsetCommit WRITE on the transactional id first, then the same; OffsetFetch
+DESCRIBE on the group, and on each topic named (a listing of all the group's offsets leaves out
+the topics the principal may not describe); OffsetDelete DELETE on the group and READ on each topic.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from ..protocol.errors import ErrorCode, KafkaError
 from ..protocol.primitives import ZERO_UUID
 from ..server.dispatch import RequestContext
 from ..transactions.partition_adder import UNAVAILABLE
+from .authorize import Operation, ResourceType, allowed, on_group, on_topic, on_transactional_id
 from .common import Body, resolve_topic, unknown_topic_code
 
 if TYPE_CHECKING:
@@ -67,9 +74,18 @@ async def handle_offset_commit(broker: BrokerHost, ctx: RequestContext, req: Bod
     answers = _TopicErrors()
     ids: dict[str, uuid.UUID] = {}
     valid: list[tuple[str, tuple[CommitPartition, ...]]] = []
+    group_ok = on_group(broker, ctx, Operation.READ, req["group_id"])
     for t in req["topics"]:
         topic_id = _topic_id(t, ctx.version)
         topic = resolve_topic(broker, t.get("name"), topic_id)
+        name = topic.name if topic is not None and topic_id is not None else t.get("name") or ""
+        denied = (ErrorCode.GROUP_AUTHORIZATION_FAILED if not group_ok else
+                  ErrorCode.TOPIC_AUTHORIZATION_FAILED if name and not on_topic(broker, ctx, Operation.READ, name)
+                  else None)
+        if denied is not None:
+            for p in t["partitions"]:
+                answers.add(t.get("name") or "", topic_id or ZERO_UUID, p["partition_index"], denied)
+            continue
         if topic is None:
             for p in t["partitions"]:
                 answers.add(t.get("name") or "", topic_id or ZERO_UUID, p["partition_index"],
@@ -107,7 +123,17 @@ async def handle_txn_offset_commit(broker: BrokerHost, ctx: RequestContext, req:
     transaction's marker reaches its ``__consumer_offsets`` partition."""
     answers = _TopicErrors()
     valid: list[tuple[str, tuple[CommitPartition, ...]]] = []
+    whole = (ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+             if not on_transactional_id(broker, ctx, Operation.WRITE, req["transactional_id"])
+             else ErrorCode.GROUP_AUTHORIZATION_FAILED if not on_group(broker, ctx, Operation.READ, req["group_id"])
+             else None)
     for t in req["topics"]:
+        denied = whole if whole is not None else (
+            None if on_topic(broker, ctx, Operation.READ, t["name"]) else ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+        if denied is not None:
+            for p in t["partitions"]:
+                answers.add(t["name"], ZERO_UUID, p["partition_index"], denied)
+            continue
         topic = broker.image.topics.get(t["name"])
         good = []
         for p in t["partitions"]:
@@ -199,16 +225,25 @@ async def _join_transaction(broker: BrokerHost, req: Body, version: int) -> _Joi
 # OffsetFetch ----------------------------------------------------------------------------
 
 
-def _fetch_group(broker: BrokerHost, group_id: str, topics: list[Body] | None, version: int,
+def _unfetched(name: str, topic_id: uuid.UUID | None, partitions: list[int], code: ErrorCode) -> Body:
+    return {"name": name, "topic_id": topic_id, "partitions": [
+        {"partition_index": p, "committed_offset": -1, "committed_leader_epoch": -1, "metadata": "",
+         "error_code": code} for p in partitions]}
+
+
+def _fetch_group(broker: BrokerHost, ctx: RequestContext, group_id: str, topics: list[Body] | None, version: int,
                  require_stable: bool = False) -> Body:
     """One group's answer in the v8+ shape: ``{"group_id", "topics", "error_code"}``."""
+    if not on_group(broker, ctx, Operation.DESCRIBE, group_id):
+        return {"group_id": group_id, "topics": [], "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
     try:
         shard = broker.coordinator.shard_for(group_id)
     except KafkaError as exc:
         return {"group_id": group_id, "topics": [], "error_code": exc.code}
     image = broker.image
     if topics is None:
-        fetched = shard.fetch_offsets(group_id, None, require_stable)
+        fetched = [t for t in shard.fetch_offsets(group_id, None, require_stable)
+                   if allowed(broker, ctx, Operation.DESCRIBE, ResourceType.TOPIC, t["name"], log_denial=False)]
         if version >= TOPIC_IDS_FROM_VERSION:
             # By id, only topics that still exist can be named.
             fetched = [dict(t, topic_id=image.topics[t["name"]].topic_id) for t in fetched if t["name"] in image.topics]
@@ -220,13 +255,16 @@ def _fetch_group(broker: BrokerHost, group_id: str, topics: list[Body] | None, v
         if topic_id is not None:
             topic = image.topic_by_id(topic_id)
             if topic is None:
-                out.append({"name": "", "topic_id": topic_id, "partitions": [
-                    {"partition_index": p, "committed_offset": -1, "committed_leader_epoch": -1, "metadata": "",
-                     "error_code": ErrorCode.UNKNOWN_TOPIC_ID} for p in t["partition_indexes"]]})
+                out.append(_unfetched("", topic_id, t["partition_indexes"], ErrorCode.UNKNOWN_TOPIC_ID))
                 continue
-            wanted.append((topic.name, list(t["partition_indexes"])))
+            name = topic.name
         else:
-            wanted.append((t["name"], list(t["partition_indexes"])))
+            name = t["name"]
+        if not on_topic(broker, ctx, Operation.DESCRIBE, name):
+            out.append(_unfetched(t.get("name") or "", topic_id, t["partition_indexes"],
+                                  ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+            continue
+        wanted.append((name, list(t["partition_indexes"])))
     for answer in shard.fetch_offsets(group_id, wanted, require_stable):
         if version >= TOPIC_IDS_FROM_VERSION:
             answer["topic_id"] = image.topics[answer["name"]].topic_id
@@ -239,12 +277,12 @@ async def handle_offset_fetch(broker: BrokerHost, ctx: RequestContext, req: Body
     # partitions with pending transactional offsets answer UNSTABLE_OFFSET_COMMIT.
     stable = bool(req.get("require_stable", False))
     if ctx.version >= 8:
-        groups = [_fetch_group(broker, g["group_id"], g.get("topics"), ctx.version, stable) for g in req["groups"]]
+        groups = [_fetch_group(broker, ctx, g["group_id"], g.get("topics"), ctx.version, stable) for g in req["groups"]]
         return {"throttle_time_ms": 0, "groups": groups}
     requested: list[Body] | None = req.get("topics")
     topics = None if requested is None else [{"name": t["name"], "partition_indexes": t["partition_indexes"]}
                                              for t in requested]
-    group = _fetch_group(broker, req["group_id"], topics, ctx.version, stable)
+    group = _fetch_group(broker, ctx, req["group_id"], topics, ctx.version, stable)
     error = group["error_code"]
     fetched: list[Body] = group["topics"]
     if error != ErrorCode.NONE and ctx.version < 2 and requested is not None:
@@ -260,6 +298,8 @@ async def handle_offset_fetch(broker: BrokerHost, ctx: RequestContext, req: Body
 
 async def handle_offset_delete(broker: BrokerHost, ctx: RequestContext, req: Body) -> Body:
     group_id = req["group_id"]
+    if not on_group(broker, ctx, Operation.DELETE, group_id):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "topics": []}
     if not group_id:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.INVALID_GROUP_ID, "topics": []}
     answers = _TopicErrors()
@@ -267,6 +307,10 @@ async def handle_offset_delete(broker: BrokerHost, ctx: RequestContext, req: Bod
     for t in req["topics"]:
         topic = broker.image.topics.get(t["name"])
         partitions = [p["partition_index"] for p in t["partitions"]]
+        if not on_topic(broker, ctx, Operation.READ, t["name"]):
+            for p in partitions:
+                answers.add(t["name"], ZERO_UUID, p, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+            continue
         if topic is None:
             for p in partitions:
                 answers.add(t["name"], ZERO_UUID, p, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)

@@ -5,6 +5,11 @@ The handlers translate between the wire versions and the group coordinator
 (``riverlog.coordinator``), which decides as Kafka's does. Requests for a group whose offsets
 partition this broker does not lead get NOT_COORDINATOR; while that partition loads,
 COORDINATOR_LOAD_IN_PROGRESS.
+
+With an authorizer, as Kafka: FindCoordinator needs DESCRIBE on the group (or transactional id);
+JoinGroup, SyncGroup, Heartbeat and LeaveGroup READ on the group; DescribeGroups DESCRIBE and
+DeleteGroups DELETE, group by group; ListGroups lists every group with DESCRIBE on the cluster,
+else those the principal may DESCRIBE.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from ..coordinator.membership import JoinRequest, LeavingMember, SyncRequest, jo
 from ..coordinator.shard import AUTHORIZED_OPERATIONS_OMITTED, GroupShard
 from ..protocol.errors import ErrorCode, KafkaError
 from ..server.dispatch import RequestContext
+from .authorize import DENIED_MESSAGE, Operation, ResourceType, allowed, on_cluster, on_group, on_transactional_id
 from .common import Body, client_endpoint
 
 if TYPE_CHECKING:
@@ -26,6 +32,7 @@ KEY_TYPE_TRANSACTION = 1
 _MESSAGES = {
     ErrorCode.NONE: "NONE",
     ErrorCode.COORDINATOR_NOT_AVAILABLE: "The coordinator is not available.",
+    **DENIED_MESSAGE,
     ErrorCode.INVALID_REQUEST: "This most likely occurs because of a request being malformed by the client "
                                "library or the message was sent to an incompatible broker. See the broker "
                                "logs for more details.",
@@ -41,6 +48,10 @@ def client_host(ctx: RequestContext) -> str:
 
 
 async def _find(broker: BrokerHost, ctx: RequestContext, key_type: int, key: str) -> tuple[ErrorCode, int, str, int]:
+    if key_type == KEY_TYPE_TRANSACTION and not on_transactional_id(broker, ctx, Operation.DESCRIBE, key):
+        return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1, "", -1
+    if key_type == KEY_TYPE_GROUP and not on_group(broker, ctx, Operation.DESCRIBE, key):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED, -1, "", -1
     if key_type == KEY_TYPE_TRANSACTION:
         # The leader of the id's __transaction_state partition (the topic is made on first need).
         await broker.transactions.ensure_topic()
@@ -92,7 +103,9 @@ def _session_timeout_ok(broker: BrokerHost, session_timeout_ms: int) -> bool:
 async def handle_join_group(broker: BrokerHost, ctx: RequestContext, req: Body) -> Body:
     member_id = req["member_id"]
     body: Body
-    if not req["group_id"]:
+    if not on_group(broker, ctx, Operation.READ, req["group_id"]):
+        body = join_error(member_id, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    elif not req["group_id"]:
         body = join_error(member_id, ErrorCode.INVALID_GROUP_ID)
     elif not _session_timeout_ok(broker, req["session_timeout_ms"]):
         body = join_error(member_id, ErrorCode.INVALID_SESSION_TIMEOUT)
@@ -119,6 +132,8 @@ async def handle_sync_group(broker: BrokerHost, ctx: RequestContext, req: Body) 
     body: Body
     if ctx.version >= 5 and (req.get("protocol_type") is None or req.get("protocol_name") is None):
         body = sync_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)  # mandatory from v5
+    elif not on_group(broker, ctx, Operation.READ, req["group_id"]):
+        body = sync_error(ErrorCode.GROUP_AUTHORIZATION_FAILED)
     elif not req["group_id"]:
         body = sync_error(ErrorCode.INVALID_GROUP_ID)
     else:
@@ -137,6 +152,8 @@ async def handle_sync_group(broker: BrokerHost, ctx: RequestContext, req: Body) 
 
 async def handle_heartbeat(broker: BrokerHost, ctx: RequestContext, req: Body) -> Body:
     group_id = req["group_id"]
+    if not on_group(broker, ctx, Operation.READ, group_id):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
     if not group_id:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.INVALID_GROUP_ID}
     try:
@@ -157,7 +174,9 @@ async def handle_leave_group(broker: BrokerHost, ctx: RequestContext, req: Body)
     else:
         leaving = [LeavingMember(req["member_id"])]
     body: Body
-    if not group_id:
+    if not on_group(broker, ctx, Operation.READ, group_id):
+        body = {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "members": []}
+    elif not group_id:
         body = {"error_code": ErrorCode.INVALID_GROUP_ID, "members": []}
     else:
         try:
@@ -183,6 +202,9 @@ async def handle_list_groups(broker: BrokerHost, ctx: RequestContext, req: Body)
     states = req.get("states_filter") or []
     types = req.get("types_filter") or []
     groups = [g for shard in coordinator.loaded_shards() for g in shard.list_groups(states, types)]
+    if not on_cluster(broker, ctx, Operation.DESCRIBE):
+        groups = [g for g in groups
+                  if allowed(broker, ctx, Operation.DESCRIBE, ResourceType.GROUP, g["group_id"], log_denial=False)]
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "groups": groups}
 
 
@@ -205,7 +227,9 @@ def _shards_by_group(broker: BrokerHost, group_ids: list[str]) -> dict[str, Grou
 async def handle_describe_groups(broker: BrokerHost, ctx: RequestContext, req: Body) -> Body:
     include_ops = bool(req.get("include_authorized_operations")) and ctx.version >= 3
     described: list[Body] = []
-    for group_id, shard in _shards_by_group(broker, list(req["groups"])).items():
+    permitted = [g for g in req["groups"] if on_group(broker, ctx, Operation.DESCRIBE, g)]
+    described.extend(_group_error(g, ErrorCode.GROUP_AUTHORIZATION_FAILED) for g in req["groups"] if g not in permitted)
+    for group_id, shard in _shards_by_group(broker, permitted).items():
         if isinstance(shard, ErrorCode):
             described.append(_group_error(group_id, shard))
         else:
@@ -217,7 +241,10 @@ async def handle_delete_groups(broker: BrokerHost, ctx: RequestContext, req: Bod
     group_ids = list(dict.fromkeys(req["groups_names"]))  # Kafka answers duplicates once
     results: list[Body] = []
     by_partition: dict[int, list[str]] = {}
-    for group_id, shard in _shards_by_group(broker, group_ids).items():
+    permitted = [g for g in group_ids if on_group(broker, ctx, Operation.DELETE, g)]
+    results.extend({"group_id": g, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
+                   for g in group_ids if g not in permitted)
+    for group_id, shard in _shards_by_group(broker, permitted).items():
         if isinstance(shard, ErrorCode):
             results.append({"group_id": group_id, "error_code": shard})
         else:

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from ..controller.quorum.controller import QuorumController
     from ..coordinator.runtime import GroupCoordinator
     from ..metrics import Metrics
+    from ..security.access import AccessControl
     from ..server.dispatch import Dispatcher
     from ..transactions.runtime import TransactionCoordinator
 
@@ -44,6 +45,11 @@ class QuorumHost(Protocol):
     @property
     def dispatcher(self) -> Dispatcher:
         """The API table this node serves (ApiVersions answers from it)."""
+        ...
+
+    @property
+    def access(self) -> AccessControl:
+        """ACL checks (``authorizer.class.name``); allows everything when no authorizer is set."""
         ...
 
 

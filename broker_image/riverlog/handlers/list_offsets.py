@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from ..protocol.errors import ErrorCode, KafkaError
 from ..server.dispatch import RequestContext
+from .authorize import Operation, on_topic
 from .common import Body
 
 if TYPE_CHECKING:
@@ -27,11 +28,15 @@ async def handle_list_offsets(broker: BrokerHost, ctx: RequestContext, req: Body
     read_committed = req.get("isolation_level", 0) == READ_COMMITTED
     for t in req["topics"]:
         parts = []
+        # Kafka: DESCRIBE on the topic, else TOPIC_AUTHORIZATION_FAILED (existing or not).
+        permitted = on_topic(broker, ctx, Operation.DESCRIBE, t["name"])
         for rp in t["partitions"]:
             index = rp["partition_index"]
             result: Body = {"partition_index": index, "error_code": ErrorCode.NONE, "timestamp": -1,
                             "offset": -1, "leader_epoch": -1, "old_style_offsets": []}
             try:
+                if not permitted:
+                    raise KafkaError("", ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 p = broker.replicas.leader_partition(t["name"], index, rp.get("current_leader_epoch", -1))
                 ts = rp["timestamp"]
                 hw = p.last_stable_offset if read_committed else p.high_watermark

@@ -2,6 +2,11 @@
 
 Topics named in a Metadata request are created on the fly when the client allows it and
 ``auto.create.topics.enable`` is on, as Kafka does.
+
+With an authorizer, as Kafka's: a listing of all topics shows only those the principal may
+DESCRIBE; a named topic it may not describe is TOPIC_AUTHORIZATION_FAILED whether or not it
+exists (existence does not leak); a missing one is auto-created only with CREATE on the cluster or
+the topic, else TOPIC_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from ..coordinator.placement import GROUP_METADATA_TOPIC
 from ..protocol.errors import ErrorCode
 from ..protocol.primitives import ZERO_UUID
 from ..server.dispatch import RequestContext
+from .authorize import Operation, ResourceType, allowed, on_cluster, on_topic
 from .common import Body, client_endpoint
 
 if TYPE_CHECKING:
@@ -90,11 +96,19 @@ async def handle_metadata(broker: BrokerHost, ctx: RequestContext, req: Body) ->
         "auto.create.topics.enable"
     )
     image = broker.image
+    denied: set[str] = set()  # named topics the principal may not describe, or not create
     if requested is not None:
+        denied = {r["name"] for r in requested
+                  if r.get("name") and not on_topic(broker, ctx, Operation.DESCRIBE, r["name"])}
         missing = [
             r["name"] for r in requested
             if r.get("name") and r["name"] not in image.topics and not topic_name_error(r["name"])
+            and r["name"] not in denied
         ]
+        if missing and allow_create and not on_cluster(broker, ctx, Operation.CREATE):
+            uncreatable = {name for name in missing if not on_topic(broker, ctx, Operation.CREATE, name)}
+            denied |= uncreatable
+            missing = [name for name in missing if name not in uncreatable]
         if GROUP_METADATA_TOPIC in missing and allow_create:
             # The internal offsets topic has its own partition count and compacted config.
             await broker.coordinator.ensure_offsets_topic()
@@ -114,13 +128,19 @@ async def handle_metadata(broker: BrokerHost, ctx: RequestContext, req: Body) ->
     topics: list[Body] = []
     if requested is None:
         topics = [topic_entry(t, image, reachable, unreachable)
-                  for t in sorted(image.topics.values(), key=lambda t: t.name)]
+                  for t in sorted(image.topics.values(), key=lambda t: t.name)
+                  if allowed(broker, ctx, Operation.DESCRIBE, ResourceType.TOPIC, t.name, log_denial=False)]
     else:
         for r in requested:
             name, topic_id = r.get("name"), r.get("topic_id")
             topic = image.topics.get(name) if name else (
                 image.topic_by_id(topic_id) if topic_id and topic_id != ZERO_UUID else None)
-            if topic is not None:
+            if name in denied or (topic is not None and not name
+                                  and not on_topic(broker, ctx, Operation.DESCRIBE, topic.name)):
+                topics.append({"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "name": name,
+                               "topic_id": topic_id if not name else ZERO_UUID, "partitions": [],
+                               "is_internal": False})
+            elif topic is not None:
                 topics.append(topic_entry(topic, image, reachable, unreachable))
             elif name and topic_name_error(name):
                 topics.append({"error_code": ErrorCode.INVALID_TOPIC_EXCEPTION, "name": name,
@@ -149,7 +169,10 @@ async def handle_describe_topic_partitions(broker: BrokerHost, ctx: RequestConte
     image = broker.image
     limit = max(1, min(req.get("response_partition_limit") or MAX_PARTITIONS_PER_RESPONSE,
                        MAX_PARTITIONS_PER_RESPONSE))
-    names = [t["name"] for t in req["topics"]] or list(image.topics)
+    listing_all = not req["topics"]
+    names = [t["name"] for t in req["topics"]] or [
+        name for name in image.topics
+        if allowed(broker, ctx, Operation.DESCRIBE, ResourceType.TOPIC, name, log_denial=False)]
     cursor = req.get("cursor")
     start_topic, start_partition = (cursor["topic_name"], cursor["partition_index"]) if cursor else ("", 0)
     topics: list[Body] = []
@@ -160,6 +183,10 @@ async def handle_describe_topic_partitions(broker: BrokerHost, ctx: RequestConte
         if name < start_topic:
             continue
         topic = image.topics.get(name)
+        if not listing_all and not on_topic(broker, ctx, Operation.DESCRIBE, name):
+            topics.append({"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "name": name, "topic_id": ZERO_UUID,
+                           "partitions": []})
+            continue
         if topic is None:
             code = ErrorCode.INVALID_TOPIC_EXCEPTION if topic_name_error(name) else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             topics.append({"error_code": code, "name": name, "topic_id": ZERO_UUID, "partitions": []})

@@ -10,6 +10,10 @@ KIP-890 part 2) never adds partitions itself: before the first batch of its tran
 partition is appended, the leader has the partition added at the transaction coordinator
 (``transactions/partition_adder.py``), as Kafka's leaders do. Kafka's KIP-890 part 1 check (that
 an older producer added the partition) is not made.
+
+With an authorizer, as Kafka: transactional records need WRITE on the request's transactional id
+(else every partition is TRANSACTIONAL_ID_AUTHORIZATION_FAILED), and each topic WRITE (else its
+partitions are TOPIC_AUTHORIZATION_FAILED, checked before the topic's existence).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from ..protocol.record_batch import HEADER_SIZE, check_produce_records, read_hea
 from ..server.dispatch import RequestContext
 from ..transactions.partition_adder import UNAVAILABLE
 from ..transactions.state import TopicPartition
+from .authorize import Operation, on_topic, on_transactional_id
 from .common import Body, resolve_topic, unknown_topic_code
 
 if TYPE_CHECKING:
@@ -70,7 +75,17 @@ async def handle_produce(broker: BrokerHost, ctx: RequestContext, req: Body) -> 
     if acks not in (0, 1, -1):
         global_error, message = ErrorCode.INVALID_REQUIRED_ACKS, f"acks must be 0, 1 or -1, not {acks}"
     metrics = broker.metrics
-    txn_check = await _check_transaction(broker, req, ctx.version)
+    transactional_id = req.get("transactional_id")
+    if _has_transactional_records(req) and not (
+            transactional_id and on_transactional_id(broker, ctx, Operation.WRITE, transactional_id)):
+        global_error, message = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None
+    denied: set[str] = set()
+    for topic_data in req["topic_data"]:
+        found = resolve_topic(broker, topic_data.get("name"), topic_data.get("topic_id"))
+        name = found.name if found is not None else topic_data.get("name")
+        if name and name not in denied and not on_topic(broker, ctx, Operation.WRITE, name):
+            denied.add(name)
+    txn_check = _TxnCheck() if global_error is not None else await _check_transaction(broker, req, ctx.version, denied)
     for topic_data in req["topic_data"]:
         topic_id = topic_data.get("topic_id")
         topic = resolve_topic(broker, topic_data.get("name"), topic_id)
@@ -79,6 +94,9 @@ async def handle_produce(broker: BrokerHost, ctx: RequestContext, req: Body) -> 
             index = pd["index"]
             if global_error is not None:
                 parts.append(_error(index, global_error, message))
+                continue
+            if (topic.name if topic is not None else topic_data.get("name")) in denied:
+                parts.append(_error(index, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
                 continue
             if topic is None:
                 parts.append(_error(index, unknown_topic_code(topic_id)))
@@ -129,7 +147,17 @@ class _TxnCheck:
     guards: dict[TopicPartition, tuple[int, object]] = field(default_factory=dict)
 
 
-async def _check_transaction(broker: BrokerHost, req: Body, version: int) -> _TxnCheck:
+def _has_transactional_records(req: Body) -> bool:
+    """Whether any batch of the request is transactional (Kafka's hasTransactionalRecords)."""
+    for topic_data in req["topic_data"]:
+        for pd in topic_data["partition_data"]:
+            records = pd["records"]
+            if records is not None and len(records) >= HEADER_SIZE and read_header(records).is_transactional:
+                return True
+    return False
+
+
+async def _check_transaction(broker: BrokerHost, req: Body, version: int, denied: set[str]) -> _TxnCheck:
     """Before appending a transactional batch that starts the producer's transaction on a
     partition (no transaction of that producer and epoch open there), ask its coordinator, in
     one call for the request: a transaction version 2 producer (Produce v12+) has the partitions
@@ -147,7 +175,7 @@ async def _check_transaction(broker: BrokerHost, req: Body, version: int) -> _Tx
     producer: tuple[int, int] | None = None
     for topic_data in req["topic_data"]:
         topic = resolve_topic(broker, topic_data.get("name"), topic_data.get("topic_id"))
-        if topic is None:
+        if topic is None or topic.name in denied:
             continue
         for pd in topic_data["partition_data"]:
             records = pd["records"]

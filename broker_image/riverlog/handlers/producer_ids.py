@@ -1,6 +1,10 @@
 """Producer ids: InitProducerId for idempotent producers (an id from the controller) and for
 transactional ones (through the transaction coordinator), and DescribeProducers, what a
-partition leader knows of the producers writing to it."""
+partition leader knows of the producers writing to it.
+
+With an authorizer, as Kafka: a transactional InitProducerId needs WRITE on the transactional id
+(else TRANSACTIONAL_ID_AUTHORIZATION_FAILED), an idempotent one IDEMPOTENT_WRITE on the cluster or
+WRITE on some topic (else CLUSTER_AUTHORIZATION_FAILED); DescribeProducers READ on each topic."""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from ..protocol.errors import ErrorCode, KafkaError
 from ..server.dispatch import RequestContext
+from .authorize import Operation, ResourceType, on_cluster, on_topic, on_transactional_id
 from .common import Body
 
 if TYPE_CHECKING:
@@ -20,6 +25,13 @@ INIT_FENCED_KNOWN_FROM = 4
 
 async def handle_init_producer_id(broker: BrokerHost, ctx: RequestContext, req: Body) -> Body:
     transactional_id = req.get("transactional_id")
+    failed = {"throttle_time_ms": 0, "producer_id": -1, "producer_epoch": -1}
+    if transactional_id is not None and not on_transactional_id(broker, ctx, Operation.WRITE, transactional_id):
+        return {**failed, "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
+    idempotent_ok = transactional_id is not None or on_cluster(broker, ctx, Operation.IDEMPOTENT_WRITE) or \
+        broker.access.allowed_any(ctx.connection, Operation.WRITE, ResourceType.TOPIC)
+    if not idempotent_ok:
+        return {**failed, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED}
     if transactional_id is not None:
         return {"throttle_time_ms": 0, **await _init_transactional(broker, ctx.version, transactional_id, req)}
     # An idempotent producer re-initialising (KIP-360) simply gets a fresh id: its old
@@ -60,6 +72,10 @@ async def handle_describe_producers(broker: BrokerHost, ctx: RequestContext, req
         for index in t["partition_indexes"]:
             result: Body = {"partition_index": index, "error_code": ErrorCode.NONE, "error_message": None,
                             "active_producers": []}
+            if not on_topic(broker, ctx, Operation.READ, t["name"]):
+                result.update(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message=None)
+                parts.append(result)
+                continue
             try:
                 p = broker.replicas.leader_partition(t["name"], index, -1)
             except KafkaError as exc:

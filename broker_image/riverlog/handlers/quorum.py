@@ -4,6 +4,8 @@ FetchSnapshot on ``__cluster_metadata``, DescribeQuorum, and Riverlog's controll
 The Raft messages are handed to this node's Raft driver through the transport, which waits for
 the core's answer (``controller/quorum/transport.py``). A broker without a quorum (one of
 several sharing an in-process test controller) answers them with an error: it is nobody's voter.
+With an authorizer, as Kafka's controllers: the Raft RPCs and controller calls need CLUSTER_ACTION
+on the cluster (other nodes' principal), DescribeQuorum DESCRIBE; else CLUSTER_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -23,8 +25,11 @@ from ..controller.raft import (
 from ..protocol.api_keys import ApiKey
 from ..protocol.errors import ErrorCode
 from ..server.dispatch import RequestContext
+from .authorize import DENIED_MESSAGE, Operation, on_cluster
 from .common import Body
 from .host import QuorumHost
+
+CLUSTER_DENIED = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
 
 _RESPONSE_TYPE: dict[int, type] = {
     ApiKey.VOTE: VoteResponse,
@@ -44,6 +49,8 @@ def is_metadata_fetch(req: Body) -> bool:
 async def handle_raft_request(api_key: int, broker: QuorumHost, ctx: RequestContext, req: Body) -> Body | None:
     quorum = broker.quorum
     version = ctx.version
+    if not on_cluster(broker, ctx, Operation.CLUSTER_ACTION):
+        return wire.error_response(api_key, version, CLUSTER_DENIED)
     if quorum is None:
         return wire.error_response(api_key, version, ErrorCode.INCONSISTENT_VOTER_SET)
     decoded = wire.decode_request(api_key, version, req, local_id=broker.node_id, cluster_id=broker.cluster_id)
@@ -73,6 +80,8 @@ async def handle_fetch_snapshot(broker: QuorumHost, ctx: RequestContext, req: Bo
 
 async def handle_controller_call(broker: QuorumHost, ctx: RequestContext, req: Body) -> Body:
     quorum = broker.quorum
+    if not on_cluster(broker, ctx, Operation.CLUSTER_ACTION):
+        return {"error_code": CLUSTER_DENIED, "error_message": DENIED_MESSAGE[CLUSTER_DENIED]}
     if quorum is None:
         return {"error_code": ErrorCode.NOT_CONTROLLER,
                 "error_message": f"node {broker.node_id} runs without a metadata quorum"}
@@ -83,6 +92,8 @@ async def handle_describe_quorum(broker: QuorumHost, ctx: RequestContext, req: B
     """The quorum's state as its leader knows it (``kafka-metadata-quorum describe --status
     --replication``). Any broker may be asked: a non-leader passes the request to the leader."""
     quorum = broker.quorum
+    if not on_cluster(broker, ctx, Operation.DESCRIBE):
+        return _describe_quorum_error(CLUSTER_DENIED, DENIED_MESSAGE[CLUSTER_DENIED])
     if quorum is None:
         return _describe_quorum_error(ErrorCode.INVALID_REQUEST,
                                       f"node {broker.node_id} runs without a metadata quorum")

@@ -1,4 +1,11 @@
-"""CreateTopics, DeleteTopics and CreatePartitions, decided by the controller."""
+"""CreateTopics, DeleteTopics and CreatePartitions, decided by the controller.
+
+With an authorizer, as Kafka's controller checks them: creating needs CREATE on the cluster or
+the topic (else TOPIC_AUTHORIZATION_FAILED, "Authorization failed."), and the created topic's
+configs are returned only with DESCRIBE_CONFIGS on it; deleting needs DELETE on the cluster or
+the topic, and a topic the principal may not even DESCRIBE is TOPIC_AUTHORIZATION_FAILED whether
+it exists or not; adding partitions needs ALTER on the topic.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +18,7 @@ from ..protocol.errors import ErrorCode
 from ..protocol.primitives import ZERO_UUID
 from ..server.dispatch import RequestContext
 from ..topic_config import TOPIC_CONFIGS, ConfigSource, effective_configs
+from .authorize import CLUSTER_NAME, DENIED_MESSAGE, Operation, ResourceType, allowed, on_topic
 from .common import Body, error_message
 
 if TYPE_CHECKING:
@@ -29,6 +37,10 @@ async def handle_create_topics(broker: BrokerHost, ctx: RequestContext, req: Bod
         )
         for t in req["topics"] if t["name"] not in duplicates
     ]
+    denied: list[str] = []
+    if not allowed(broker, ctx, Operation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME, log_denial=False):
+        denied = [new.name for new in requests if not on_topic(broker, ctx, Operation.CREATE, new.name)]
+        requests = [new for new in requests if new.name not in denied]
     outcomes = await broker.controller.create_topics(
         requests, validate_only=bool(req.get("validate_only")),
         default_partitions=cfg.get_int("num.partitions"),
@@ -41,7 +53,10 @@ async def handle_create_topics(broker: BrokerHost, ctx: RequestContext, req: Bod
             "error_message": error_message(outcome.error, outcome.message),
             "num_partitions": outcome.num_partitions, "replication_factor": outcome.replication_factor,
         }
-        if outcome.error == ErrorCode.NONE:
+        if outcome.error == ErrorCode.NONE and not allowed(broker, ctx, Operation.DESCRIBE_CONFIGS,
+                                                           ResourceType.TOPIC, new.name, log_denial=False):
+            result.update(configs=None, topic_config_error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+        elif outcome.error == ErrorCode.NONE:
             overrides = {k: v for k, v in new.configs.items() if v is not None}
             values = effective_configs(overrides, cfg)
             result["configs"] = [
@@ -57,6 +72,9 @@ async def handle_create_topics(broker: BrokerHost, ctx: RequestContext, req: Bod
         results.append({"name": name, "error_code": ErrorCode.INVALID_REQUEST,
                         "error_message": "Create topics request from client contains the same topic twice",
                         "configs": None})
+    results.extend({"name": name, "topic_id": ZERO_UUID, "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                    "error_message": "Authorization failed.", "num_partitions": -1, "replication_factor": -1,
+                    "configs": None} for name in denied)
     return {"throttle_time_ms": 0, "topics": results}
 
 
@@ -74,8 +92,25 @@ async def handle_delete_topics(broker: BrokerHost, ctx: RequestContext, req: Bod
     else:
         items = [(name, None) for name in req["topic_names"]]
     before = broker.image
-    outcomes = await broker.controller.delete_topics(items)
     responses = []
+    if not allowed(broker, ctx, Operation.DELETE, ResourceType.CLUSTER, CLUSTER_NAME, log_denial=False):
+        permitted: list[tuple[str | None, uuid.UUID | None]] = []
+        for name, topic_id in items:
+            known = name if name is not None else before.topic_ids.get(topic_id) if topic_id else None
+            if known is None:
+                permitted.append((name, topic_id))  # an unknown id: UNKNOWN_TOPIC_ID from the controller
+            elif not on_topic(broker, ctx, Operation.DESCRIBE, known):
+                responses.append({"name": name, "topic_id": topic_id or ZERO_UUID,
+                                  "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                  "error_message": DENIED_MESSAGE[ErrorCode.TOPIC_AUTHORIZATION_FAILED]})
+            elif not on_topic(broker, ctx, Operation.DELETE, known):
+                responses.append({"name": known, "topic_id": topic_id or ZERO_UUID,
+                                  "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                  "error_message": DENIED_MESSAGE[ErrorCode.TOPIC_AUTHORIZATION_FAILED]})
+            else:
+                permitted.append((name, topic_id))
+        items = permitted
+    outcomes = await broker.controller.delete_topics(items)
     for (name, topic_id), outcome in zip(items, outcomes, strict=True):
         resolved = name
         if resolved is None and outcome.topic_id is not None:
@@ -88,12 +123,14 @@ async def handle_delete_topics(broker: BrokerHost, ctx: RequestContext, req: Bod
 
 
 async def handle_create_partitions(broker: BrokerHost, ctx: RequestContext, req: Body) -> Body:
+    denied = [t["name"] for t in req["topics"] if not on_topic(broker, ctx, Operation.ALTER, t["name"])]
     items = [
         (t["name"], t["count"], [a["broker_ids"] for a in t["assignments"]] if t.get("assignments") else None)
-        for t in req["topics"]
+        for t in req["topics"] if t["name"] not in denied
     ]
     outcomes = await broker.controller.create_partitions(items, validate_only=bool(req.get("validate_only")))
     return {"throttle_time_ms": 0, "results": [
         {"name": name, "error_code": o.error, "error_message": error_message(o.error, o.message)}
         for (name, _, _), o in zip(items, outcomes, strict=True)
-    ]}
+    ] + [{"name": name, "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+          "error_message": DENIED_MESSAGE[ErrorCode.TOPIC_AUTHORIZATION_FAILED]} for name in denied]}

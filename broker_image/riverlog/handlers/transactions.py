@@ -23,6 +23,7 @@ from ..protocol.errors import ErrorCode, KafkaError
 from ..server.dispatch import RequestContext
 from ..transactions.shard import TxnShard
 from ..transactions.state import TopicPartition, TxnState
+from .authorize import Operation, ResourceType, allowed, on_cluster, on_group, on_topic, on_transactional_id
 from .common import Body
 
 if TYPE_CHECKING:
@@ -44,11 +45,25 @@ def fenced_for(version: int, code: ErrorCode, known_from: int = FENCED_KNOWN_FRO
 
 async def handle_add_partitions_to_txn(broker: BrokerHost, ctx: RequestContext, req: Body) -> Body:
     if ctx.version < 4:
+        if not on_transactional_id(broker, ctx, Operation.WRITE, req["v3_and_below_transactional_id"]):
+            return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": _all_failed(
+                req["v3_and_below_topics"], ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)}
+        denied = {t["name"] for t in req["v3_and_below_topics"]
+                  if not on_topic(broker, ctx, Operation.WRITE, t["name"])}
+        if denied:
+            return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": [
+                {"name": t["name"], "results_by_partition": [
+                    {"partition_index": index, "partition_error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                     if t["name"] in denied else ErrorCode.OPERATION_NOT_ATTEMPTED} for index in t["partitions"]]}
+                for t in req["v3_and_below_topics"]]}
         results = await _add_partitions(broker, ctx.version, req["v3_and_below_transactional_id"],
                                         req["v3_and_below_producer_id"], req["v3_and_below_producer_epoch"],
                                         req["v3_and_below_topics"], verify_only=False)
         return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": results}
     # Version 4+: a partition leader verifying (KIP-890), several transactions at once.
+    if not on_cluster(broker, ctx, Operation.CLUSTER_ACTION):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                "results_by_transaction": []}
     by_transaction = []
     for txn in req["transactions"]:
         results = await _add_partitions(broker, ctx.version, txn["transactional_id"], txn["producer_id"],
@@ -90,6 +105,11 @@ async def _add_partitions(broker: BrokerHost, version: int, transactional_id: st
     return [{"name": topic, "results_by_partition": parts} for topic, parts in by_topic.items()]
 
 
+def _all_failed(topics: list[Body], code: ErrorCode) -> list[Body]:
+    return [{"name": t["name"], "results_by_partition": [{"partition_index": index, "partition_error_code": code}
+                                                         for index in t["partitions"]]} for t in topics]
+
+
 def _exists(broker: BrokerHost, tp: TopicPartition) -> bool:
     topic = broker.image.topics.get(tp[0])
     return topic is not None and tp[1] in topic.partitions
@@ -108,6 +128,10 @@ async def _call(broker: BrokerHost, transactional_id: str, operation: Callable[[
 
 async def handle_add_offsets_to_txn(broker: BrokerHost, ctx: RequestContext, req: Body) -> Body:
     transactional_id = req["transactional_id"]
+    if not on_transactional_id(broker, ctx, Operation.WRITE, transactional_id):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
+    if not on_group(broker, ctx, Operation.READ, req["group_id"]):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
     if not transactional_id:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.INVALID_REQUEST}
     # The group's __consumer_offsets partition joins the transaction: its leader gets a marker,
@@ -121,6 +145,9 @@ async def handle_add_offsets_to_txn(broker: BrokerHost, ctx: RequestContext, req
 
 async def handle_end_txn(broker: BrokerHost, ctx: RequestContext, req: Body) -> Body:
     transactional_id = req["transactional_id"]
+    if not on_transactional_id(broker, ctx, Operation.WRITE, transactional_id):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                "producer_id": -1, "producer_epoch": -1}
     if not transactional_id:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.INVALID_REQUEST}
     producer_id, producer_epoch, committed = req["producer_id"], req["producer_epoch"], req["committed"]
@@ -142,6 +169,9 @@ async def handle_end_txn(broker: BrokerHost, ctx: RequestContext, req: Body) -> 
 async def handle_describe_transactions(broker: BrokerHost, ctx: RequestContext, req: Body) -> Body:
     states = []
     for transactional_id in req["transactional_ids"]:
+        if not on_transactional_id(broker, ctx, Operation.DESCRIBE, transactional_id):
+            states.append(_describe_error(transactional_id, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
+            continue
         if not transactional_id:
             states.append(_describe_error(transactional_id, ErrorCode.INVALID_REQUEST))
             continue
@@ -150,7 +180,11 @@ async def handle_describe_transactions(broker: BrokerHost, ctx: RequestContext, 
         except KafkaError as exc:
             states.append(_describe_error(transactional_id, exc.code))
             continue
-        states.append(shard.describe(transactional_id))
+        state = shard.describe(transactional_id)
+        # As Kafka: the transaction's topics the principal may not describe are left out.
+        state["topics"] = [t for t in state["topics"] if allowed(
+            broker, ctx, Operation.DESCRIBE, ResourceType.TOPIC, t["topic"], log_denial=False)]
+        states.append(state)
     return {"throttle_time_ms": 0, "transaction_states": states}
 
 
@@ -178,5 +212,8 @@ async def handle_list_transactions(broker: BrokerHost, ctx: RequestContext, req:
     producer_ids = frozenset(req["producer_id_filters"])
     duration = req.get("duration_filter", -1)
     for shard in coordinator.loaded_shards():
-        body["transaction_states"].extend(shard.list_transactions(now_ms(), states, producer_ids, duration, pattern))
+        body["transaction_states"].extend(
+            t for t in shard.list_transactions(now_ms(), states, producer_ids, duration, pattern)
+            if allowed(broker, ctx, Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, t["transactional_id"],
+                       log_denial=False))
     return body

@@ -13,6 +13,9 @@ pending transactional offsets (``GroupCoordinator.complete_transaction``).
 
 :func:`write_txn_markers` is the request's work without a connection, so the local transaction
 coordinator can call it in-process for partitions this broker leads.
+
+With an authorizer, only a principal with CLUSTER_ACTION (another broker) may write markers;
+anyone else gets CLUSTER_AUTHORIZATION_FAILED on every partition, as from Kafka.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from ..clock import now_ms
 from ..controller.topic_names import GROUP_METADATA_TOPIC
 from ..protocol.errors import ErrorCode, KafkaError
 from ..server.dispatch import RequestContext
+from .authorize import Operation, on_cluster
 from .common import Body
 
 if TYPE_CHECKING:
@@ -34,6 +38,12 @@ MARKER_REPLICATION_TIMEOUT_MS = 30_000
 
 
 async def handle_write_txn_markers(broker: BrokerHost, ctx: RequestContext, req: Body) -> Body:
+    if not on_cluster(broker, ctx, Operation.CLUSTER_ACTION):
+        denied = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        return {"markers": [{"producer_id": m["producer_id"], "topics": [
+            {"name": t["name"], "partitions": [{"partition_index": i, "error_code": denied}
+                                               for i in t["partition_indexes"]]} for t in m["topics"]]}
+            for m in req["markers"]]}
     return await write_txn_markers(broker, req)
 
 

@@ -19,7 +19,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ...protocol.errors import ErrorCode
-from .. import features, partition_ops, reassignment, scram, topic_ops
+from ...security import acl
+from .. import acls, features, partition_ops, reassignment, scram, topic_ops
 from ..api import HeartbeatResult
 from ..records import Endpoint, Record, from_json, to_json
 
@@ -37,7 +38,10 @@ def decode_records(data: bytes) -> list[Record]:
 # Controller calls ------------------------------------------------------------------------------
 
 _DATACLASSES: dict[str, type] = {}
-_ENUMS: dict[str, type[enum.Enum]] = {"ErrorCode": ErrorCode}
+_ENUMS: dict[str, type[enum.Enum]] = {
+    cls.__name__: cls
+    for cls in (ErrorCode, acl.ResourceType, acl.PatternType, acl.Operation, acl.Permission)
+}
 
 
 def register(cls: type) -> type:
@@ -50,7 +54,8 @@ for _cls in (HeartbeatResult, Endpoint, topic_ops.NewTopic, topic_ops.Outcome,
              partition_ops.AlterPartitionRequest, partition_ops.AlterPartitionResult,
              partition_ops.AlterPartitionOutcome, partition_ops.ElectionOutcome,
              reassignment.ReassignmentResult, features.FeatureUpdate, features.FeatureOutcome,
-             scram.ScramDeletion, scram.ScramUpsertion, scram.UserOutcome):
+             scram.ScramDeletion, scram.ScramUpsertion, scram.UserOutcome, acl.AclBinding, acl.AclFilter,
+             acls.AclCreation, acls.AclDeletion):
     register(_cls)
 
 

@@ -31,8 +31,10 @@ from typing import Any
 
 from ...config import BrokerConfig, ConfigError, Voter
 from ...protocol.errors import ErrorCode
+from ...security.acl import AclBinding, AclFilter
 from ...security.client_config import controller_security
 from .. import partition_ops
+from ..acls import AclCreation, AclDeletion
 from ..api import HeartbeatResult
 from ..features import FeatureOutcome, FeatureUpdate
 from ..image import MetadataImage
@@ -381,6 +383,14 @@ class QuorumController(LocalController):
             "alter_user_scram_credentials",
             lambda: super(QuorumController, self).alter_user_scram_credentials(list(deletions), list(upsertions)),
             (list(deletions), list(upsertions)), {})
+
+    async def create_acls(self, bindings: Sequence[AclBinding]) -> list[AclCreation]:
+        return await self._router.route(
+            "create_acls", lambda: super(QuorumController, self).create_acls(list(bindings)), (list(bindings),), {})
+
+    async def delete_acls(self, filters: Sequence[AclFilter]) -> list[AclDeletion]:
+        return await self._router.route(
+            "delete_acls", lambda: super(QuorumController, self).delete_acls(list(filters)), (list(filters),), {})
 
     async def allocate_producer_id(self, broker_id: int) -> int:
         return await self._router.route(

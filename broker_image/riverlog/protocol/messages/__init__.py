@@ -50,6 +50,10 @@ MODULES = (
     "sasl_authenticate",
     "describe_user_scram_credentials",
     "alter_user_scram_credentials",
+    # Authorization (security/acl.py, controller/acls.py).
+    "describe_acls",
+    "create_acls",
+    "delete_acls",
     # Transactions (the transaction coordinator, transactions/).
     "add_partitions_to_txn",
     "add_offsets_to_txn",
