@@ -166,6 +166,10 @@ DEFAULTS: dict[str, str] = {
     # Riverlog's own, Kafka's `kafka-storage format --add-scram` at start: SCRAM users made by the
     # first active controller if missing (SCRAM-SHA-512=[name=admin,password=...];...).
     "bootstrap.scram.credentials": "",
+    # Client quotas (quotas/): the sampled windows rates are measured over, Kafka's names and
+    # defaults; the quotas themselves are set with AlterClientQuotas (kafka-configs).
+    "quota.window.num": "11",
+    "quota.window.size.seconds": "1",
 }
 
 # Keys also read per listener, as listener.name.<name>.<key>.
@@ -371,7 +375,8 @@ class BrokerConfig:
                     "transaction.remove.expired.transaction.cleanup.interval.ms"):
             if self.get_int(key) < 1:
                 raise ConfigError(f"{key} must be at least 1, got {self.get(key)}")
-        for key in ("log.cleaner.threads", "log.cleaner.backoff.ms", "log.cleaner.dedupe.buffer.size"):
+        for key in ("log.cleaner.threads", "log.cleaner.backoff.ms", "log.cleaner.dedupe.buffer.size",
+                    "quota.window.num", "quota.window.size.seconds"):
             if self.get_int(key) < 1:
                 raise ConfigError(f"{key} must be at least 1, got {self.get(key)}")
         for key in ("auto.create.topics.enable", "delete.topic.enable", "log.cleaner.enable",

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ..protocol.errors import ErrorCode
+from .client_quotas import QuotaAlteration, QuotaOutcome
 from .features import FeatureOutcome, FeatureUpdate
 from .image import MetadataImage
 from .partition_ops import AlterPartitionOutcome, AlterPartitionRequest, ElectionOutcome
@@ -134,4 +135,10 @@ class ControllerApi(Protocol):
     async def alter_user_scram_credentials(self, deletions: Sequence[ScramDeletion],
                                            upsertions: Sequence[ScramUpsertion]) -> list[UserOutcome]:
         """AlterUserScramCredentials: every accepted change committed together (see ``scram``)."""
+        ...
+
+    async def alter_client_quotas(self, alterations: Sequence[QuotaAlteration], *,
+                                  validate_only: bool) -> list[QuotaOutcome]:
+        """AlterClientQuotas: every accepted entity's changes committed together (see
+        ``client_quotas``)."""
         ...

@@ -13,6 +13,7 @@ from types import MappingProxyType
 
 from .records import (
     BrokerRegistrationChangeRecord,
+    ClientQuotaRecord,
     ConfigRecord,
     Endpoint,
     FeatureLevelRecord,
@@ -20,6 +21,7 @@ from .records import (
     PartitionChangeRecord,
     PartitionRecord,
     ProducerIdsRecord,
+    QuotaEntity,
     Record,
     RegisterBrokerRecord,
     RemoveTopicRecord,
@@ -91,6 +93,9 @@ class MetadataImage:
     features: Mapping[str, int] = field(default_factory=dict)
     # SCRAM credentials by (user, mechanism) (controller/scram.py).
     scram: Mapping[tuple[str, str], UserScramCredentialRecord] = field(default_factory=dict)
+    # Client quotas by entity, each its keys and values (controller/client_quotas.py); an entity
+    # whose last quota is removed is dropped, as Kafka's image drops it.
+    client_quotas: Mapping[QuotaEntity, Mapping[str, float]] = field(default_factory=dict)
 
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicImage | None:
         name = self.topic_ids.get(topic_id)
@@ -118,6 +123,7 @@ class MetadataImage:
         next_pid = self.next_producer_id
         features = dict(self.features)
         scram = dict(self.scram)
+        quotas = {entity: dict(values) for entity, values in self.client_quotas.items()}
         # Partition maps are copied only for topics a record touches.
         touched: dict[str, dict[int, PartitionImage]] = {}
         count = 0
@@ -192,6 +198,12 @@ class MetadataImage:
                 scram[(record.name, record.mechanism)] = record
             elif isinstance(record, RemoveUserScramCredentialRecord):
                 scram.pop((record.name, record.mechanism), None)
+            elif isinstance(record, ClientQuotaRecord):
+                values = quotas.setdefault(record.entity, {})
+                if record.value is None:
+                    values.pop(record.key, None)
+                else:
+                    values[record.key] = record.value
             elif isinstance(record, MetadataOffsetRecord):
                 base = record.offset - count
 
@@ -208,4 +220,5 @@ class MetadataImage:
             next_producer_id=next_pid,
             features=MappingProxyType(features),
             scram=MappingProxyType(scram),
+            client_quotas=MappingProxyType({e: MappingProxyType(v) for e, v in quotas.items() if v}),
         )

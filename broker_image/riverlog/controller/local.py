@@ -30,6 +30,7 @@ from pathlib import Path
 from ..protocol.errors import ErrorCode
 from . import leader_balance, partition_ops, reassignment
 from .api import HeartbeatResult, ImageListener, Unsubscribe
+from .client_quotas import QuotaAlteration, QuotaOutcome, alter_quotas
 from .features import FeatureOutcome, FeatureUpdate, update_features
 from .image import MetadataImage
 from .partition_ops import AlterPartitionOutcome, AlterPartitionRequest, ElectionOutcome
@@ -360,6 +361,14 @@ class LocalController:
         async with self._lock:
             outcomes, records = alter_credentials(self.image, deletions, upsertions)
             if records:
+                await self.commit(list(records))
+            return outcomes
+
+    async def alter_client_quotas(self, alterations: Sequence[QuotaAlteration], *,
+                                  validate_only: bool) -> list[QuotaOutcome]:
+        async with self._lock:
+            outcomes, records = alter_quotas(self.image, alterations)
+            if records and not validate_only:
                 await self.commit(list(records))
             return outcomes
 

@@ -143,6 +143,23 @@ class RemoveUserScramCredentialRecord:
     mechanism: str
 
 
+# A client quota entity: (entity type, name) pairs sorted by type, the type ``user`` or ``client-id``;
+# a None name is the type's default entity (``<default>`` in kafka-configs).
+QuotaEntity = tuple[tuple[str, str | None], ...]
+
+
+@dataclass(frozen=True)
+class ClientQuotaRecord:
+    """One quota of one entity set (``value``) or removed (None), as Kafka's ClientQuotaRecord
+    (``producer_byte_rate``, ``consumer_byte_rate``, ``request_percentage``,
+    ``controller_mutation_rate``); controller/client_quotas.py decides them."""
+
+    TYPE: ClassVar[str] = "client_quota"
+    entity: QuotaEntity
+    key: str
+    value: float | None
+
+
 @dataclass(frozen=True)
 class MetadataOffsetRecord:
     """Only in snapshots, as their last record: this record stands at metadata offset ``offset``
@@ -165,6 +182,7 @@ Record = (
     | FeatureLevelRecord
     | UserScramCredentialRecord
     | RemoveUserScramCredentialRecord
+    | ClientQuotaRecord
     | MetadataOffsetRecord
 )
 
@@ -182,6 +200,7 @@ _TYPES: dict[str, Any] = {
         FeatureLevelRecord,
         UserScramCredentialRecord,
         RemoveUserScramCredentialRecord,
+        ClientQuotaRecord,
         MetadataOffsetRecord,
     )
 }
@@ -204,6 +223,8 @@ def from_json(data: dict[str, Any]) -> Record:
     for key in ("replicas", "isr", "adding_replicas", "removing_replicas"):
         if data.get(key) is not None:
             data[key] = tuple(data[key])
+    if cls is ClientQuotaRecord:
+        data["entity"] = tuple((kind, name) for kind, name in data["entity"])
     if cls is RegisterBrokerRecord:
         data["endpoints"] = tuple(Endpoint(**e) for e in data["endpoints"])
     record: Record = cls(**data)
@@ -212,6 +233,7 @@ def from_json(data: dict[str, Any]) -> Record:
 
 __all__ = [
     "BrokerRegistrationChangeRecord",
+    "ClientQuotaRecord",
     "ConfigRecord",
     "Endpoint",
     "FeatureLevelRecord",
@@ -219,6 +241,7 @@ __all__ = [
     "PartitionChangeRecord",
     "PartitionRecord",
     "ProducerIdsRecord",
+    "QuotaEntity",
     "Record",
     "RegisterBrokerRecord",
     "RemoveTopicRecord",

@@ -10,6 +10,7 @@ from ..protocol.api_keys import ApiKey
 from ..protocol.messages import MESSAGES
 from ..server.dispatch import Api, RequestContext
 from .api_versions import handle_api_versions
+from .client_quotas import handle_alter_client_quotas, handle_describe_client_quotas
 from .cluster_info import handle_describe_cluster, handle_describe_log_dirs, handle_elect_leaders
 from .configs import handle_alter_configs, handle_describe_configs, handle_incremental_alter_configs
 from .features import handle_update_features
@@ -113,6 +114,8 @@ HANDLERS: dict[ApiKey, BrokerHandler] = {
     ApiKey.SASL_AUTHENTICATE: handle_sasl_authenticate,
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: handle_describe_user_scram_credentials,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: handle_alter_user_scram_credentials,
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: handle_describe_client_quotas,  # enforced by quotas/
+    ApiKey.ALTER_CLIENT_QUOTAS: handle_alter_client_quotas,
     # The metadata quorum (Fetch on __cluster_metadata goes through handle_fetch too).
     **QUORUM_HANDLERS,
 }

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ...protocol.errors import ErrorCode
-from .. import features, partition_ops, reassignment, scram, topic_ops
+from .. import client_quotas, features, partition_ops, reassignment, scram, topic_ops
 from ..api import HeartbeatResult
 from ..records import Endpoint, Record, from_json, to_json
 
@@ -50,7 +50,8 @@ for _cls in (HeartbeatResult, Endpoint, topic_ops.NewTopic, topic_ops.Outcome,
              partition_ops.AlterPartitionRequest, partition_ops.AlterPartitionResult,
              partition_ops.AlterPartitionOutcome, partition_ops.ElectionOutcome,
              reassignment.ReassignmentResult, features.FeatureUpdate, features.FeatureOutcome,
-             scram.ScramDeletion, scram.ScramUpsertion, scram.UserOutcome):
+             scram.ScramDeletion, scram.ScramUpsertion, scram.UserOutcome, client_quotas.QuotaAlteration,
+             client_quotas.QuotaOp, client_quotas.QuotaOutcome):
     register(_cls)
 
 

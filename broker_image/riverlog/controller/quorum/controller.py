@@ -33,6 +33,7 @@ from ...config import BrokerConfig, ConfigError, Voter
 from ...protocol.errors import ErrorCode
 from .. import partition_ops
 from ..api import HeartbeatResult
+from ..client_quotas import QuotaAlteration, QuotaOutcome
 from ..features import FeatureOutcome, FeatureUpdate
 from ..image import MetadataImage
 from ..leader_balance import LeaderBalanceSettings
@@ -379,6 +380,14 @@ class QuorumController(LocalController):
             "alter_user_scram_credentials",
             lambda: super(QuorumController, self).alter_user_scram_credentials(list(deletions), list(upsertions)),
             (list(deletions), list(upsertions)), {})
+
+    async def alter_client_quotas(self, alterations: Sequence[QuotaAlteration], *,
+                                  validate_only: bool) -> list[QuotaOutcome]:
+        opts = {"validate_only": validate_only}
+        return await self._router.route(
+            "alter_client_quotas",
+            lambda: super(QuorumController, self).alter_client_quotas(list(alterations), **opts),
+            (list(alterations),), opts)
 
     async def allocate_producer_id(self, broker_id: int) -> int:
         return await self._router.route(

@@ -38,6 +38,7 @@ FORWARDABLE = frozenset({
     "register_broker", "heartbeat", "fence_broker", "alter_partition", "elect_leaders", "create_topics",
     "delete_topics", "create_partitions", "alter_topic_configs", "allocate_producer_id",
     "alter_partition_reassignments", "update_features", "alter_user_scram_credentials",
+    "alter_client_quotas",
 })
 
 

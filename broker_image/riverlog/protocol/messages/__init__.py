@@ -50,6 +50,9 @@ MODULES = (
     "sasl_authenticate",
     "describe_user_scram_credentials",
     "alter_user_scram_credentials",
+    # Client quotas (controller/client_quotas.py, quotas/).
+    "describe_client_quotas",
+    "alter_client_quotas",
     # Transactions (the transaction coordinator, transactions/).
     "add_partitions_to_txn",
     "add_offsets_to_txn",
