@@ -16,13 +16,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from riverlog.client.connection import BrokerConnection
 from riverlog.protocol.api_keys import ApiKey
@@ -290,3 +292,90 @@ def test_a_limited_user_produces_at_its_quota_while_an_unlimited_one_is_not_slow
     # Not slowed: bob gets what he offers (within the same tolerance), far above alice's quota.
     assert bob_rate >= (1 - TOLERANCE) * BOB_OFFERED, rates
     assert alice.throttle_max_ms > 0 and bob.throttle_max_ms == 0
+
+
+def test_a_consumer_over_its_quota_is_throttled_and_still_reads_everything(quotas: Quotas) -> None:
+    """Fetch bytes count against the client id's consumer_byte_rate: the consumer reports throttle
+    times, and, since a quota'd fetch is capped to what the quota lets through, it never starves."""
+    topic, count, size = "quota-reader", 150, 10_000
+    admin = AdminClient({"bootstrap.servers": quotas.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    producer = Producer({"bootstrap.servers": quotas.bootstrap, "linger.ms": 5})
+    for _ in range(count):
+        producer.produce(topic, b"r" * size)
+    assert producer.flush(30) == 0
+    (set_quota,) = alter(quotas, [{"entity": _entity(client_id="reader"), "ops": [op("consumer_byte_rate", 100_000)]}])
+    assert set_quota["error_code"] == ErrorCode.NONE
+    throttles: list[int] = []
+
+    def stats(raw: str) -> None:
+        throttles.extend(b.get("throttle", {}).get("max", 0) for b in json.loads(raw).get("brokers", {}).values())
+
+    consumer = Consumer({"bootstrap.servers": quotas.bootstrap, "client.id": "reader", "group.id": "reader",
+                         "auto.offset.reset": "earliest", "statistics.interval.ms": 500, "stats_cb": stats})
+    consumer.subscribe([topic])
+    read, deadline = 0, time.monotonic() + 90
+    try:
+        while read < count and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                read += 1
+        consumer.poll(1.0)  # one more statistics round after the last message
+    finally:
+        consumer.close()
+        alter(quotas, [{"entity": _entity(client_id="reader"), "ops": [op("consumer_byte_rate", remove=True)]}])
+    assert read == count
+    assert max(throttles, default=0) > 0
+
+
+def test_request_time_beyond_the_request_percentage_is_throttled(quotas: Quotas) -> None:
+    """Handling time counts against request_percentage: a client id allowed a thousandth of a
+    percent of a request thread is soon answered with a throttle time (at most one window)."""
+    (set_quota,) = alter(quotas, [{"entity": _entity(client_id="busy"), "ops": [op("request_percentage", 0.001)]}])
+    assert set_quota["error_code"] == ErrorCode.NONE
+
+    async def until_throttled() -> int:
+        conn = await BrokerConnection.connect("127.0.0.1", quotas.broker.port, client_id="busy")
+        try:
+            for _ in range(200):
+                answer = await conn.request(ApiKey.METADATA, {"topics": None}, 12)
+                if answer["throttle_time_ms"] > 0:
+                    return int(answer["throttle_time_ms"])
+            return 0
+        finally:
+            await conn.close()
+
+    try:
+        throttle = asyncio.run(until_throttled())
+    finally:
+        alter(quotas, [{"entity": _entity(client_id="busy"), "ops": [op("request_percentage", remove=True)]}])
+    assert 0 < throttle <= 1000
+
+
+def test_metrics_show_rates_bounds_and_throttles_per_quota_entity(quotas: Quotas, broker_target: str) -> None:
+    if broker_target != "riverlog":
+        pytest.fail("Riverlog's Prometheus metrics (Kafka has its quota metrics in JMX); run this test against "
+                    "Riverlog")
+    (set_quota,) = alter(quotas, [{"entity": _entity(client_id="metered"), "ops": [op("producer_byte_rate", 10_000)]}])
+    assert set_quota["error_code"] == ErrorCode.NONE
+    producer = Producer({"bootstrap.servers": quotas.bootstrap, "client.id": "metered", "linger.ms": 50})
+    try:
+        for _ in range(12):  # 120 kB: 12 kB/s over the ten windows, 20 % over the quota
+            producer.produce("quota-metered", b"m" * 10_000)
+        assert producer.flush(30) == 0
+        assert quotas.broker.metrics_url is not None
+        with urllib.request.urlopen(quotas.broker.metrics_url, timeout=10) as response:
+            text = response.read().decode()
+    finally:
+        alter(quotas, [{"entity": _entity(client_id="metered"), "ops": [op("producer_byte_rate", remove=True)]}])
+    labels = '{client_id="metered",quota_type="produce",user=""}'
+
+    def value(name: str) -> float:
+        found = re.search(rf"^{name}{re.escape(labels)} (\S+)$", text, re.MULTILINE)
+        assert found is not None, f"{name}{labels} not in the metrics"
+        return float(found.group(1))
+
+    assert value("riverlog_client_quota_bound") == 10_000
+    assert value("riverlog_client_quota_value_total") >= 120_000
+    assert value("riverlog_client_quota_throttle_seconds_total") > 0
+    assert value("riverlog_client_quota_throttled_responses_total") >= 1

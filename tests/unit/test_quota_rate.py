@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from riverlog.quotas.manager import ClientQuotaManager, QuotaKind
 from riverlog.quotas.rate import SampledRate, WindowConfig, throttle_time_ms
-from riverlog.quotas.resolution import resolve
+from riverlog.quotas.resolution import bound_for_tags, resolve
 
 pytestmark = pytest.mark.unit
 
@@ -120,3 +120,18 @@ def test_request_time_throttles_at_most_one_window_and_fetch_bytes_can_be_taken_
     assert manager.record(QuotaKind.FETCH, "ANONYMOUS", "c", 2000, now=0) == 10_000  # 200/s against 100/s
     manager.unrecord(QuotaKind.FETCH, "ANONYMOUS", "c", 2000, now=0)
     assert manager.record(QuotaKind.FETCH, "ANONYMOUS", "c", 1000, now=0) == 0
+
+
+def test_a_sensors_bound_follows_the_quotas_of_its_tags() -> None:
+    quotas = {((CLIENT, None), (USER, "alice")): {"producer_byte_rate": 1.0},
+              ((USER, None),): {"producer_byte_rate": 2.0},
+              ((CLIENT, None),): {"producer_byte_rate": 3.0}}
+    assert bound_for_tags(quotas, "producer_byte_rate", ("alice", "app")) == 1.0
+    assert bound_for_tags(quotas, "producer_byte_rate", ("bob", "")) == 2.0
+    assert bound_for_tags(quotas, "producer_byte_rate", ("", "app")) == 3.0
+    assert bound_for_tags(quotas, "consumer_byte_rate", ("", "app")) is None
+    manager = ClientQuotaManager(KAFKA, clock=lambda: 0)
+    manager.update(quotas)
+    manager.record(QuotaKind.PRODUCE, "bob", "x", 1, now=0)
+    manager.update({((USER, None),): {"producer_byte_rate": 5.0}})
+    assert [s[4] for s in manager.stats()] == [5.0]

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from ..clock import now_ms
 from ..metrics import QuotaStats
 from .rate import SampledRate, WindowConfig, throttle_time_ms
-from .resolution import Entity, Tags, resolve
+from .resolution import Entity, Tags, bound_for_tags, resolve
 
 SENSOR_EXPIRY_MS = 3_600_000
 _SWEEP_EVERY = 1024  # recordings between sweeps of idle sensors
@@ -66,6 +66,13 @@ class ClientQuotaManager:
         self._quotas = quotas
         self._enabled = frozenset(kind for kind in QuotaKind
                                   if any(kind.key in values for values in quotas.values()))
+        for (kind, tags), sensor in self._sensors.items():
+            sensor.bound = bound_for_tags(quotas, kind.key, tags)
+
+    @property
+    def active(self) -> bool:
+        """Some quota is set: requests need counting at all."""
+        return bool(self._enabled)
 
     def enabled(self, kind: QuotaKind) -> bool:
         return kind in self._enabled

@@ -54,3 +54,23 @@ def resolve(quotas: Mapping[Entity, Mapping[str, float]], key: str, user: str, c
         if bound is not None:
             return bound, tags
     return None, ("", client_id)
+
+
+def bound_for_tags(quotas: Mapping[Entity, Mapping[str, float]], key: str, tags: Tags) -> float | None:
+    """The bound of an existing sensor after the quotas changed (Kafka's ``quotaLimit`` of its
+    metric tags): user and client-id entities for tags with both, user ones for a user's, client-id
+    ones for a client id's."""
+    user, client_id = tags
+    if user and client_id:
+        candidates = _candidates(user, client_id)[:2] + _candidates(user, client_id)[3:5]
+    elif user:
+        candidates = [c for c in _candidates(user, "") if c[1] == tags]
+    elif client_id:
+        candidates = _candidates("?", client_id)[6:]
+    else:
+        return None
+    for entity, _tags in candidates:
+        bound = quotas.get(entity, {}).get(key)
+        if bound is not None:
+            return bound
+    return None

@@ -108,7 +108,7 @@ class Dispatcher:
             self.metrics.request_errors.labels(api=name).inc()
             return Response([], close_after=True)
         ctx = RequestContext(header, conn)
-        accounting = None if self.quotas is None else RequestQuotas(
+        accounting = None if self.quotas is None or not self.quotas.active else RequestQuotas(
             self.quotas, api_key, body, conn.principal, header.client_id)
         if accounting is not None:
             accounting.cap_fetch(body)
@@ -140,8 +140,8 @@ class Dispatcher:
                 accounting.throttled(kind, throttle)
                 return Response([], throttle_ms=throttle)
             return None
-        if throttle and "throttle_time_ms" in result:
-            result["throttle_time_ms"] = max(throttle, result["throttle_time_ms"] or 0)
+        if throttle:  # (a version without the field leaves it out when encoding)
+            result["throttle_time_ms"] = max(throttle, result.get("throttle_time_ms") or 0)
         chunks = self._encode(api.response, api.key, version, correlation_id, result)
         if accounting.fetch:
             fetch_throttle = accounting.fetch_throttle(encoded_size(chunks), throttle)
