@@ -379,3 +379,16 @@ def test_metrics_show_rates_bounds_and_throttles_per_quota_entity(quotas: Quotas
     assert value("riverlog_client_quota_value_total") >= 120_000
     assert value("riverlog_client_quota_throttle_seconds_total") > 0
     assert value("riverlog_client_quota_throttled_responses_total") >= 1
+
+
+def test_quotas_survive_a_hard_restart(quotas: Quotas) -> None:
+    """Quotas are metadata records: acknowledged, they are still there after kill -9."""
+    entries = [{"entity": _entity(user="persist"), "ops": [op("producer_byte_rate", 123456)]},
+               {"entity": _entity(client_id=None), "ops": [op("request_percentage", 7.5)]}]
+    assert [e["error_code"] for e in alter(quotas, entries)] == [ErrorCode.NONE] * 2
+    quotas.broker.restart(hard=True)
+    try:
+        assert described(describe(quotas, [])) == {(("user", "persist"),): {"producer_byte_rate": 123456.0},
+                                                    (("client-id", None),): {"request_percentage": 7.5}}
+    finally:
+        alter(quotas, [{"entity": e["entity"], "ops": [op(o["key"], remove=True) for o in e["ops"]]} for e in entries])
