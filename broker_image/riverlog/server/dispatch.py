@@ -3,6 +3,9 @@
 Requests the broker cannot understand never hang: an unsupported ApiVersions version gets the
 v0 UNSUPPORTED_VERSION answer (so the client can retry); any other unknown key or version, and
 any undecodable body, gets the connection closed without an answer, as Kafka does.
+
+While some client quota is set, each request is counted against it (``throttling.py``) and its
+answer carries the throttle time, with which the connection is then muted (``connection.py``).
 """
 
 from __future__ import annotations
