@@ -44,6 +44,8 @@ from .handlers import build_apis
 from .handlers.txn_markers import write_txn_markers
 from .metrics import HealthServer, Metrics
 from .protocol.errors import ErrorCode
+from .quotas.manager import ClientQuotaManager
+from .quotas.rate import WindowConfig
 from .security.access import AccessControl
 from .security.sasl.scram import ScramCredential
 from .server.dispatch import Dispatcher
@@ -124,7 +126,11 @@ class Broker:
         self.metrics.track_controller(self._controller_stats)
         # --- log compaction (cluster/log_cleaner.py): its own threads, started and stopped below.
         self.log_cleaner = LogCleaner(config, self.replicas, self.metrics.registry)
-        self.dispatcher = Dispatcher(build_apis(self), self.metrics)
+        # Client quotas from the metadata image (quotas/), counted as requests are answered.
+        self.client_quotas = ClientQuotaManager(WindowConfig(config.get_int("quota.window.num"),
+                                                             config.get_int("quota.window.size.seconds") * 1000))
+        self.metrics.track_client_quotas(self.client_quotas.stats)
+        self.dispatcher = Dispatcher(build_apis(self), self.metrics, self.client_quotas)
         self.health = HealthServer(self.metrics, config.get("metrics.host"), config.get_int("metrics.port"))
         # fsyncs of partition logs get threads of their own: a slow or failing disk then holds up
         # flushes, not the rest of the broker's blocking work in asyncio's shared default pool.
@@ -139,6 +145,10 @@ class Broker:
         self._tasks: list[asyncio.Task[None]] = []
         self._unsubscribe: list[Callable[[], None]] = []
         self._stopped = asyncio.Event()
+
+    def _quotas_changed(self, old: MetadataImage, new: MetadataImage) -> None:
+        if old.client_quotas != new.client_quotas:
+            self.client_quotas.update(new.client_quotas)
 
     def _scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
         """A SCRAM login's stored credential, from this broker's metadata image."""
@@ -172,6 +182,8 @@ class Broker:
         # After the replica manager: the coordinator loads the offsets partitions it now leads.
         self._unsubscribe.append(self.controller.subscribe(lambda old, new: self.coordinator.on_image(new)))
         self._unsubscribe.append(self.controller.subscribe(lambda old, new: self.transactions.on_image(new)))
+        self.client_quotas.update(self.controller.image.client_quotas)
+        self._unsubscribe.append(self.controller.subscribe(self._quotas_changed))
         if self.controller.image is not loaded:
             # A shared controller may have moved on while the logs were recovering.
             self.replicas.on_image(loaded, self.controller.image, now_ms())

@@ -183,6 +183,10 @@ DEFAULTS: dict[str, str] = {
     "authorizer.class.name": "",
     "super.users": "",  # principals separated by ';' (User:admin;User:ops)
     "allow.everyone.if.no.acl.found": "false",
+    # Client quotas (quotas/): the sampled windows rates are measured over, Kafka's names and
+    # defaults; the quotas themselves are set with AlterClientQuotas (kafka-configs).
+    "quota.window.num": "11",
+    "quota.window.size.seconds": "1",
 }
 
 # Keys also read per listener, as listener.name.<name>.<key>.
@@ -388,7 +392,8 @@ class BrokerConfig:
                     "transaction.remove.expired.transaction.cleanup.interval.ms"):
             if self.get_int(key) < 1:
                 raise ConfigError(f"{key} must be at least 1, got {self.get(key)}")
-        for key in ("log.cleaner.threads", "log.cleaner.backoff.ms", "log.cleaner.dedupe.buffer.size"):
+        for key in ("log.cleaner.threads", "log.cleaner.backoff.ms", "log.cleaner.dedupe.buffer.size",
+                    "quota.window.num", "quota.window.size.seconds"):
             if self.get_int(key) < 1:
                 raise ConfigError(f"{key} must be at least 1, got {self.get(key)}")
         for key in ("auto.create.topics.enable", "delete.topic.enable", "log.cleaner.enable",

@@ -18,7 +18,7 @@ from prometheus_client import (
     ProcessCollector,
     generate_latest,
 )
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -38,6 +38,10 @@ ControllerStats = tuple[bool, int]
 TxnCoordinatorStats = tuple[int, int, float | None]
 # (topic, partition, high watermark minus last stable offset) for partitions led here
 LsoLagStats = tuple[str, int, int]
+# A client quota sensor (quotas/manager.py): (kind: produce/fetch/request, user or "", client id or
+# "", rate per second, quota bound or NaN, throttle milliseconds total, throttled responses, value
+# total: bytes, or percent-seconds of request time)
+QuotaStats = tuple[str, str, str, float, float, int, int, float]
 # Coordinator partition loads and transaction marker rounds: milliseconds to minutes.
 COORDINATOR_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 
@@ -194,6 +198,40 @@ class _TransactionCollector(Collector):
         yield from (open_txns, oldest, lag)
 
 
+class _ClientQuotaCollector(Collector):
+    """Kafka's per-entity quota metrics (byte-rate, request-time, throttle-time), labelled by the
+    sensor's user and client id as Kafka tags them; read from the live sensors at scrape time, so
+    a client gone for an hour leaves no series behind."""
+
+    def __init__(self, source: Callable[[], Iterable[QuotaStats]]) -> None:
+        self._source = source
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        labels = ["quota_type", "user", "client_id"]
+        rate = GaugeMetricFamily(
+            "riverlog_client_quota_rate",
+            "Rate over the quota window per quota entity: bytes/s (produce, fetch) or percent of a request "
+            "thread (request)", labels=labels)
+        bound = GaugeMetricFamily("riverlog_client_quota_bound", "The quota that applies (absent: none)",
+                                  labels=labels)
+        total = CounterMetricFamily(
+            "riverlog_client_quota_value", "Bytes (produce, fetch) or request percent-seconds counted",
+            labels=labels)
+        throttle = CounterMetricFamily("riverlog_client_quota_throttle_seconds",
+                                       "Time clients were throttled for, per quota entity", labels=labels)
+        throttled = CounterMetricFamily("riverlog_client_quota_throttled_responses",
+                                        "Responses that carried a throttle time, per quota entity", labels=labels)
+        for kind, user, client_id, value, limit, throttle_ms, count, counted in self._source():
+            key = [kind, user, client_id]
+            rate.add_metric(key, value)
+            if limit == limit:  # not NaN
+                bound.add_metric(key, limit)
+            total.add_metric(key, counted)
+            throttle.add_metric(key, throttle_ms / 1000.0)
+            throttled.add_metric(key, count)
+        yield from (rate, bound, total, throttle, throttled)
+
+
 class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
@@ -261,6 +299,9 @@ class Metrics:
 
     def track_log_dirs(self, source: Callable[[], Iterable[tuple[str, bool]]]) -> None:
         self.registry.register(_LogDirCollector(source))
+
+    def track_client_quotas(self, source: Callable[[], Iterable[QuotaStats]]) -> None:
+        self.registry.register(_ClientQuotaCollector(source))
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -1,6 +1,6 @@
 """The Raft metadata quorum between real brokers in one process (each its own quorum replica,
-real TCP on loopback): election of one active controller, topic creation from any broker,
-controller failover, observers (brokers that do not vote) and a full restart.
+real TCP on loopback): election of one active controller, topic creation (and client quotas)
+from any broker, controller failover, observers (brokers that do not vote) and a full restart.
 """
 
 from __future__ import annotations
@@ -15,9 +15,11 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from riverlog.broker import Broker
 from riverlog.config import BrokerConfig
+from riverlog.controller.client_quotas import QuotaAlteration, QuotaOp
 from riverlog.controller.topic_ops import NewTopic
 from riverlog.controller_node import ControllerNode
 from riverlog.protocol.errors import ErrorCode
+from riverlog.quotas.manager import QuotaKind
 from support.brokers import free_ports
 from support.quorum_cluster import QuorumCluster
 
@@ -119,6 +121,15 @@ def test_observer_broker_follows_the_log_and_forwards_calls(tmp_path: Path) -> N
         await create_topic(cluster, 4, "from-observer")
         await cluster.wait_until(lambda: 4 in observer.controller.image.live_broker_ids(),
                                  what="the observer registered and unfenced")
+        # Client quotas too: decided by the active controller, in every broker's image and quota
+        # manager once applied there.
+        (outcome,) = await observer.controller.alter_client_quotas(
+            [QuotaAlteration((("user", "alice"),), (QuotaOp("producer_byte_rate", 1024),))], validate_only=False)
+        assert outcome.error == ErrorCode.NONE
+        assert observer.controller.image.client_quotas == {(("user", "alice"),): {"producer_byte_rate": 1024.0}}
+        await cluster.wait_until(lambda: all(b.client_quotas.enabled(QuotaKind.PRODUCE)
+                                             for b in cluster.brokers.values()),
+                                 what="the quota in every broker's quota manager")
 
     run(tmp_path, scenario, size=4, voters=3)
 

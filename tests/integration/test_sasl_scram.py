@@ -3,8 +3,8 @@
 Users are created the way Kafka's operators create them, with ``kafka-configs --alter
 --entity-type users --add-config 'SCRAM-SHA-512=[password=...]'`` (AlterUserScramCredentials,
 decided by the controller), then log in over SASL_PLAINTEXT with librdkafka and Kafka's own CLI
-tools. Described with the Admin API (``kafka-configs --describe`` also asks for client quotas,
-which are not served yet); a wrong password and a deleted user are refused.
+tools. Described with the Admin API and with ``kafka-configs --describe`` (which asks for client
+quotas too); a wrong password and a deleted user are refused.
 """
 
 from __future__ import annotations
@@ -89,6 +89,9 @@ def test_the_admin_api_describes_credentials_without_secrets(scram: Scram, java_
 
     found = wait_until(bob, timeout=30, message="bob's credential described")
     assert found == [("ScramMechanism.SCRAM_SHA_256", 8192)]
+    described = java_tools.configs(scram.broker.bootstrap, "--describe", "--entity-type", "users",
+                                   "--entity-name", "bob").stdout
+    assert "SCRAM-SHA-256=iterations=8192" in described and "bob-secret" not in described
     wait_until(lambda: can_produce(scram.bootstrap, scram.login("bob", "bob-secret", "SCRAM-SHA-256"), "bob-topic"),
                timeout=30, message="bob logs in with SCRAM-SHA-256")
 

@@ -31,7 +31,8 @@ ROOT = "riverlog"
 # Bottom first. A module's layer is that of its top-level component (``riverlog.<component>...``).
 LAYERS: list[set[str]] = [
     {"clock", "config", "config_refusals", "protocol", "topic_config"},  # pure data: codecs, settings, time
-    {"storage", "client", "metrics", "security"},  # the log on disk; the Kafka client; Prometheus; TLS and SASL
+    {"storage", "client", "metrics", "security", "quotas"},  # the log on disk; the Kafka client; Prometheus;
+    # TLS and SASL; client quota rates
     {"server"},  # listeners, connections, request dispatch
     {"controller"},  # metadata: records, image, decisions, Raft, the quorum
     {"cluster"},  # partitions and replication, following the metadata image
@@ -45,7 +46,7 @@ LAYERS: list[set[str]] = [
 CONTROLLER_LAYERS: list[set[str]] = [
     {"raft", "topic_names"},  # the pure Raft state machine; names of special topics
     {"records", "image", "placement", "topic_ops", "partition_ops", "reassignment", "leader_balance",
-     "features", "scram", "acls", "snapshot", "api"},
+     "features", "scram", "acls", "client_quotas", "snapshot", "api"},
     {"local"},
     {"quorum"},
 ]

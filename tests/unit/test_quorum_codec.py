@@ -6,9 +6,17 @@ import uuid
 
 import pytest
 from riverlog.controller.api import HeartbeatResult
+from riverlog.controller.client_quotas import QuotaAlteration, QuotaOp, QuotaOutcome
 from riverlog.controller.partition_ops import AlterPartitionOutcome, AlterPartitionRequest, AlterPartitionResult
 from riverlog.controller.quorum import codec
-from riverlog.controller.records import ConfigRecord, Endpoint, PartitionRecord, RegisterBrokerRecord, TopicRecord
+from riverlog.controller.records import (
+    ClientQuotaRecord,
+    ConfigRecord,
+    Endpoint,
+    PartitionRecord,
+    RegisterBrokerRecord,
+    TopicRecord,
+)
 from riverlog.controller.topic_ops import NewTopic, Outcome
 from riverlog.protocol.errors import ErrorCode
 
@@ -52,6 +60,17 @@ def test_results_keep_enums_uuids_and_records() -> None:
     assert hb == HeartbeatResult(ErrorCode.NONE, False, False)
     alter = AlterPartitionOutcome(ErrorCode.NONE, [AlterPartitionResult(TOPIC_ID, 0, isr=(1, 2))], [])
     assert codec.from_wire(codec.to_wire(alter)) == alter
+
+
+def test_forwarded_quota_alterations_keep_default_entities_and_floats() -> None:
+    alteration = QuotaAlteration((("user", None), ("client-id", "app")),
+                                 (QuotaOp("producer_byte_rate", 5242880.0), QuotaOp("request_percentage", 0, True)))
+    back = codec.from_wire(codec.to_wire(([alteration], {"validate_only": True})))
+    assert back == ([alteration], {"validate_only": True})
+    outcome = QuotaOutcome((("user", None),), ErrorCode.INVALID_REQUEST, "Invalid empty client quota entity")
+    assert codec.from_wire(codec.to_wire([outcome])) == [outcome]
+    record = ClientQuotaRecord((("client-id", None), ("user", "alice")), "consumer_byte_rate", None)
+    assert codec.decode_records(codec.encode_records([record])) == [record]
 
 
 def test_unregistered_classes_are_refused_both_ways() -> None:

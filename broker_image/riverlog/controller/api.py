@@ -23,6 +23,7 @@ from typing import Protocol
 from ..protocol.errors import ErrorCode
 from ..security.acl import AclBinding, AclFilter
 from .acls import AclCreation, AclDeletion
+from .client_quotas import QuotaAlteration, QuotaOutcome
 from .features import FeatureOutcome, FeatureUpdate
 from .image import MetadataImage
 from .partition_ops import AlterPartitionOutcome, AlterPartitionRequest, ElectionOutcome
@@ -144,4 +145,10 @@ class ControllerApi(Protocol):
 
     async def delete_acls(self, filters: Sequence[AclFilter]) -> list[AclDeletion]:
         """DeleteAcls: per filter, the bindings removed; all removals committed together."""
+        ...
+
+    async def alter_client_quotas(self, alterations: Sequence[QuotaAlteration], *,
+                                  validate_only: bool) -> list[QuotaOutcome]:
+        """AlterClientQuotas: every accepted entity's changes committed together (see
+        ``client_quotas``)."""
         ...

@@ -14,6 +14,7 @@ from types import MappingProxyType
 from .records import (
     AccessControlEntryRecord,
     BrokerRegistrationChangeRecord,
+    ClientQuotaRecord,
     ConfigRecord,
     Endpoint,
     FeatureLevelRecord,
@@ -21,6 +22,7 @@ from .records import (
     PartitionChangeRecord,
     PartitionRecord,
     ProducerIdsRecord,
+    QuotaEntity,
     Record,
     RegisterBrokerRecord,
     RemoveAccessControlEntryRecord,
@@ -95,6 +97,9 @@ class MetadataImage:
     scram: Mapping[tuple[str, str], UserScramCredentialRecord] = field(default_factory=dict)
     # ACL bindings by id, in creation order (controller/acls.py, security/authorizer.py).
     acls: Mapping[uuid.UUID, AccessControlEntryRecord] = field(default_factory=dict)
+    # Client quotas by entity, each its keys and values (controller/client_quotas.py); an entity
+    # whose last quota is removed is dropped, as Kafka's image drops it.
+    client_quotas: Mapping[QuotaEntity, Mapping[str, float]] = field(default_factory=dict)
 
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicImage | None:
         name = self.topic_ids.get(topic_id)
@@ -123,6 +128,7 @@ class MetadataImage:
         features = dict(self.features)
         scram = dict(self.scram)
         acls = dict(self.acls)
+        quotas = {entity: dict(values) for entity, values in self.client_quotas.items()}
         # Partition maps are copied only for topics a record touches.
         touched: dict[str, dict[int, PartitionImage]] = {}
         count = 0
@@ -201,6 +207,12 @@ class MetadataImage:
                 acls[record.id] = record
             elif isinstance(record, RemoveAccessControlEntryRecord):
                 acls.pop(record.id, None)
+            elif isinstance(record, ClientQuotaRecord):
+                values = quotas.setdefault(record.entity, {})
+                if record.value is None:
+                    values.pop(record.key, None)
+                else:
+                    values[record.key] = record.value
             elif isinstance(record, MetadataOffsetRecord):
                 base = record.offset - count
 
@@ -218,4 +230,5 @@ class MetadataImage:
             features=MappingProxyType(features),
             scram=MappingProxyType(scram),
             acls=MappingProxyType(acls),
+            client_quotas=MappingProxyType({e: MappingProxyType(v) for e, v in quotas.items() if v}),
         )

@@ -32,6 +32,7 @@ from ..security.acl import AclBinding, AclFilter
 from . import leader_balance, partition_ops, reassignment
 from .acls import AclCreation, AclDeletion, create_acls, delete_acls
 from .api import HeartbeatResult, ImageListener, Unsubscribe
+from .client_quotas import QuotaAlteration, QuotaOutcome, alter_quotas
 from .features import FeatureOutcome, FeatureUpdate, update_features
 from .image import MetadataImage
 from .partition_ops import AlterPartitionOutcome, AlterPartitionRequest, ElectionOutcome
@@ -376,6 +377,14 @@ class LocalController:
         async with self._lock:
             outcomes, records = delete_acls(self.image, filters)
             if records:
+                await self.commit(list(records))
+            return outcomes
+
+    async def alter_client_quotas(self, alterations: Sequence[QuotaAlteration], *,
+                                  validate_only: bool) -> list[QuotaOutcome]:
+        async with self._lock:
+            outcomes, records = alter_quotas(self.image, alterations)
+            if records and not validate_only:
                 await self.commit(list(records))
             return outcomes
 

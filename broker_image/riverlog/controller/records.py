@@ -143,6 +143,23 @@ class RemoveUserScramCredentialRecord:
     mechanism: str
 
 
+# A client quota entity: (entity type, name) pairs sorted by type, the type ``user`` or ``client-id``;
+# a None name is the type's default entity (``<default>`` in kafka-configs).
+QuotaEntity = tuple[tuple[str, str | None], ...]
+
+
+@dataclass(frozen=True)
+class ClientQuotaRecord:
+    """One quota of one entity set (``value``) or removed (None), as Kafka's ClientQuotaRecord
+    (``producer_byte_rate``, ``consumer_byte_rate``, ``request_percentage``,
+    ``controller_mutation_rate``); controller/client_quotas.py decides them."""
+
+    TYPE: ClassVar[str] = "client_quota"
+    entity: QuotaEntity
+    key: str
+    value: float | None
+
+
 @dataclass(frozen=True)
 class AccessControlEntryRecord:
     """An ACL binding (Kafka's AccessControlEntryRecord; codes as in ``security/acl.py``), named
@@ -189,6 +206,7 @@ Record = (
     | RemoveUserScramCredentialRecord
     | AccessControlEntryRecord
     | RemoveAccessControlEntryRecord
+    | ClientQuotaRecord
     | MetadataOffsetRecord
 )
 
@@ -208,6 +226,7 @@ _TYPES: dict[str, Any] = {
         RemoveUserScramCredentialRecord,
         AccessControlEntryRecord,
         RemoveAccessControlEntryRecord,
+        ClientQuotaRecord,
         MetadataOffsetRecord,
     )
 }
@@ -231,6 +250,8 @@ def from_json(data: dict[str, Any]) -> Record:
     for key in ("replicas", "isr", "adding_replicas", "removing_replicas"):
         if data.get(key) is not None:
             data[key] = tuple(data[key])
+    if cls is ClientQuotaRecord:
+        data["entity"] = tuple((kind, name) for kind, name in data["entity"])
     if cls is RegisterBrokerRecord:
         data["endpoints"] = tuple(Endpoint(**e) for e in data["endpoints"])
     record: Record = cls(**data)
@@ -240,6 +261,7 @@ def from_json(data: dict[str, Any]) -> Record:
 __all__ = [
     "AccessControlEntryRecord",
     "BrokerRegistrationChangeRecord",
+    "ClientQuotaRecord",
     "ConfigRecord",
     "Endpoint",
     "FeatureLevelRecord",
@@ -247,6 +269,7 @@ __all__ = [
     "PartitionChangeRecord",
     "PartitionRecord",
     "ProducerIdsRecord",
+    "QuotaEntity",
     "Record",
     "RegisterBrokerRecord",
     "RemoveAccessControlEntryRecord",

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from .image import MetadataImage
 from .records import (
+    ClientQuotaRecord,
     ConfigRecord,
     FeatureLevelRecord,
     MetadataOffsetRecord,
@@ -57,6 +58,8 @@ def image_to_records(image: MetadataImage) -> list[Record]:
     records.extend(FeatureLevelRecord(name, level) for name, level in sorted(image.features.items()))
     records.extend(credential for _key, credential in sorted(image.scram.items()))
     records.extend(image.acls.values())
+    records.extend(ClientQuotaRecord(entity, key, value)
+                   for entity, values in image.client_quotas.items() for key, value in values.items())
     records.append(MetadataOffsetRecord(image.offset))
     return records
 

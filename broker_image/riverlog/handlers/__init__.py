@@ -11,6 +11,7 @@ from ..protocol.messages import MESSAGES
 from ..server.dispatch import Api, RequestContext
 from .acls import handle_create_acls, handle_delete_acls, handle_describe_acls
 from .api_versions import handle_api_versions
+from .client_quotas import handle_alter_client_quotas, handle_describe_client_quotas
 from .cluster_info import handle_describe_cluster, handle_describe_log_dirs, handle_elect_leaders
 from .configs import handle_alter_configs, handle_describe_configs, handle_incremental_alter_configs
 from .features import handle_update_features
@@ -117,6 +118,8 @@ HANDLERS: dict[ApiKey, BrokerHandler] = {
     ApiKey.DESCRIBE_ACLS: handle_describe_acls,  # authorization (security/acl.py, controller/acls.py)
     ApiKey.CREATE_ACLS: handle_create_acls,
     ApiKey.DELETE_ACLS: handle_delete_acls,
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: handle_describe_client_quotas,  # enforced by quotas/
+    ApiKey.ALTER_CLIENT_QUOTAS: handle_alter_client_quotas,
     # The metadata quorum (Fetch on __cluster_metadata goes through handle_fetch too).
     **QUORUM_HANDLERS,
 }

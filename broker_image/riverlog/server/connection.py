@@ -39,6 +39,9 @@ _SIZE_BYTES = 4
 class Response:
     chunks: list[bytes | FileRegion]
     close_after: bool = False
+    # A client quota's throttle: once the response is sent, nothing more is read from the
+    # connection for this long (Kafka mutes the channel, KIP-219).
+    throttle_ms: int = 0
 
 
 Handler = Callable[[memoryview, "Connection"], Awaitable[Response | None]]
@@ -118,7 +121,7 @@ class Connection(asyncio.Protocol):
         self._queue: asyncio.Queue[tuple[memoryview, int] | None] = asyncio.Queue()
         self._transport: asyncio.Transport | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._paused: set[str] = set()  # why the broker holds reading back: "in-flight", "memory"
+        self._paused: set[str] = set()  # why the broker holds reading back: "in-flight", "memory", "throttled"
         self._writable = asyncio.Event()
         self._writable.set()
         self._worker: asyncio.Task[None] | None = None
@@ -363,6 +366,8 @@ class Connection(asyncio.Protocol):
                 if response.close_after:
                     self.close()
                     return
+                if response.throttle_ms > 0:
+                    await self._mute(response.throttle_ms)
         except (ConnectionError, TimeoutError) as exc:
             log.info("connection %s: %s", self.peer, exc)
             self.close()
@@ -376,6 +381,16 @@ class Connection(asyncio.Protocol):
                 left = self._queue.get_nowait()
                 if left is not None:
                     self._release(left[1])
+
+    async def _mute(self, throttle_ms: int) -> None:
+        """Read nothing, and handle nothing already read, for the throttle time."""
+        self._pause("throttled")
+        try:
+            await asyncio.sleep(throttle_ms / 1000.0)
+        finally:
+            self._resume("throttled")
+            if self._loop is not None:
+                self.last_active = self._loop.time()  # the broker, not the client, was silent
 
     async def _send(self, chunks: list[bytes | FileRegion]) -> None:
         transport = self._transport

@@ -3,6 +3,9 @@
 Requests the broker cannot understand never hang: an unsupported ApiVersions version gets the
 v0 UNSUPPORTED_VERSION answer (so the client can retry); any other unknown key or version, and
 any undecodable body, gets the connection closed without an answer, as Kafka does.
+
+While some client quota is set, each request is counted against it (``throttling.py``) and its
+answer carries the throttle time, with which the connection is then muted (``connection.py``).
 """
 
 from __future__ import annotations
@@ -26,7 +29,9 @@ from ..protocol.header import (
 from ..protocol.messages import api_versions
 from ..protocol.primitives import DecodeError, Reader, Writer
 from ..protocol.schema import Message
+from ..quotas.manager import ClientQuotaManager, QuotaKind
 from .connection import Connection, Response
+from .throttling import RequestQuotas, encoded_size, throttled_fetch
 
 log = logging.getLogger(__name__)
 
@@ -61,9 +66,10 @@ class Api:
 
 
 class Dispatcher:
-    def __init__(self, apis: dict[int, Api], metrics: Metrics) -> None:
+    def __init__(self, apis: dict[int, Api], metrics: Metrics, quotas: ClientQuotaManager | None = None) -> None:
         self.apis = apis
         self.metrics = metrics
+        self.quotas = quotas  # client quotas (throttling.py); None on a dedicated controller
         self._api_versions_body = {
             "error_code": 0,
             "api_keys": [
@@ -105,8 +111,13 @@ class Dispatcher:
             self.metrics.request_errors.labels(api=name).inc()
             return Response([], close_after=True)
         ctx = RequestContext(header, conn)
+        accounting = None if self.quotas is None or not self.quotas.active else RequestQuotas(
+            self.quotas, api_key, body, conn.principal, header.client_id)
+        if accounting is not None:
+            accounting.cap_fetch(body)
         try:
-            result = await api.handler(ctx, body)
+            call = api.handler(ctx, body)
+            result = await (call if accounting is None else accounting.call(call))
         except Exception:
             log.exception("handler for %s v%d failed", name, version)
             self.metrics.request_errors.labels(api=name).inc()
@@ -115,10 +126,36 @@ class Dispatcher:
             elapsed = time.perf_counter() - started
             self.metrics.requests.labels(api=name).inc()
             self.metrics.request_latency.labels(api=name).observe(elapsed)
-        if result is None:
-            return None  # acks=0 produce: the protocol sends no response at all
-        return Response(self._encode(api.response, api_key, version, correlation_id, result),
-                        close_after=ctx.close_after)
+        if accounting is None:
+            if result is None:
+                return None  # acks=0 produce: the protocol sends no response at all
+            return Response(self._encode(api.response, api_key, version, correlation_id, result),
+                            close_after=ctx.close_after)
+        return self._throttled(accounting, api, version, correlation_id, len(frame), body, result, ctx)
+
+    def _throttled(self, accounting: RequestQuotas, api: Api, version: int, correlation_id: int,
+                   request_size: int, body: dict[str, Any], result: dict[str, Any] | None,
+                   ctx: RequestContext) -> Response | None:
+        """The response with the quotas' throttle time in it, and the connection muted for it."""
+        throttle, kind = accounting.before_response(request_size)
+        if result is None:  # acks=0: no answer, but the connection is still muted (as Kafka does)
+            if throttle and kind is not None:
+                accounting.throttled(kind, throttle)
+                return Response([], throttle_ms=throttle)
+            return None
+        if throttle:  # (a version without the field leaves it out when encoding)
+            result["throttle_time_ms"] = max(throttle, result.get("throttle_time_ms") or 0)
+        chunks = self._encode(api.response, api.key, version, correlation_id, result)
+        if accounting.fetch:
+            fetch_throttle = accounting.fetch_throttle(encoded_size(chunks), throttle)
+            if fetch_throttle > throttle:
+                throttle, kind = fetch_throttle, QuotaKind.FETCH
+            if throttle:
+                chunks = self._encode(api.response, api.key, version, correlation_id,
+                                      throttled_fetch(body, result, throttle))
+        if throttle and kind is not None:
+            accounting.throttled(kind, throttle)
+        return Response(chunks, close_after=ctx.close_after, throttle_ms=throttle)
 
     @staticmethod
     def _encode(message: Message, api_key: int, version: int, correlation_id: int,

@@ -20,7 +20,7 @@ from typing import Any
 
 from ...protocol.errors import ErrorCode
 from ...security import acl
-from .. import acls, features, partition_ops, reassignment, scram, topic_ops
+from .. import acls, client_quotas, features, partition_ops, reassignment, scram, topic_ops
 from ..api import HeartbeatResult
 from ..records import Endpoint, Record, from_json, to_json
 
@@ -55,7 +55,8 @@ for _cls in (HeartbeatResult, Endpoint, topic_ops.NewTopic, topic_ops.Outcome,
              partition_ops.AlterPartitionOutcome, partition_ops.ElectionOutcome,
              reassignment.ReassignmentResult, features.FeatureUpdate, features.FeatureOutcome,
              scram.ScramDeletion, scram.ScramUpsertion, scram.UserOutcome, acl.AclBinding, acl.AclFilter,
-             acls.AclCreation, acls.AclDeletion):
+             acls.AclCreation, acls.AclDeletion, client_quotas.QuotaAlteration, client_quotas.QuotaOp,
+             client_quotas.QuotaOutcome):
     register(_cls)
 
 

@@ -36,6 +36,7 @@ from ...security.client_config import controller_security
 from .. import partition_ops
 from ..acls import AclCreation, AclDeletion
 from ..api import HeartbeatResult
+from ..client_quotas import QuotaAlteration, QuotaOutcome
 from ..features import FeatureOutcome, FeatureUpdate
 from ..image import MetadataImage
 from ..leader_balance import LeaderBalanceSettings
@@ -391,6 +392,13 @@ class QuorumController(LocalController):
     async def delete_acls(self, filters: Sequence[AclFilter]) -> list[AclDeletion]:
         return await self._router.route(
             "delete_acls", lambda: super(QuorumController, self).delete_acls(list(filters)), (list(filters),), {})
+    async def alter_client_quotas(self, alterations: Sequence[QuotaAlteration], *,
+                                  validate_only: bool) -> list[QuotaOutcome]:
+        opts = {"validate_only": validate_only}
+        return await self._router.route(
+            "alter_client_quotas",
+            lambda: super(QuorumController, self).alter_client_quotas(list(alterations), **opts),
+            (list(alterations),), opts)
 
     async def allocate_producer_id(self, broker_id: int) -> int:
         return await self._router.route(

@@ -39,6 +39,7 @@ FORWARDABLE = frozenset({
     "delete_topics", "create_partitions", "alter_topic_configs", "allocate_producer_id",
     "alter_partition_reassignments", "update_features", "alter_user_scram_credentials",
     "create_acls", "delete_acls",
+    "alter_client_quotas",
 })
 
 

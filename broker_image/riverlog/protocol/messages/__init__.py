@@ -54,6 +54,9 @@ MODULES = (
     "describe_acls",
     "create_acls",
     "delete_acls",
+    # Client quotas (controller/client_quotas.py, quotas/).
+    "describe_client_quotas",
+    "alter_client_quotas",
     # Transactions (the transaction coordinator, transactions/).
     "add_partitions_to_txn",
     "add_offsets_to_txn",
