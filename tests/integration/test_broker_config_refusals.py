@@ -36,12 +36,12 @@ def test_a_broker_asking_for_what_riverlog_cannot_honour_refuses_to_start(tmp_pa
     properties.write_text(
         f"listeners=PLAINTEXT://127.0.0.1:{port}\n"
         f"log.dirs={tmp_path / 'data'}\n"
-        "sasl.oauthbearer.jwks.endpoint.url=https://idp.example/jwks\n"
+        "sasl.oauthbearer.token.endpoint.url=https://idp.example/token\n"
         "super.users=User:admin\n"
         "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer\n")
     result = riverlog_broker("--config", str(properties), "--set", f"metrics.port={metrics_port}")
     assert result.returncode == 2, result.stderr
-    for named in ("sasl.oauthbearer.jwks.endpoint.url", "super.users", "authorizer.class.name"):
+    for named in ("sasl.oauthbearer.token.endpoint.url", "super.users", "authorizer.class.name"):
         assert named in result.stderr
     assert "idp.example" not in result.stderr  # names, never values
     assert "Remove these properties" in result.stderr

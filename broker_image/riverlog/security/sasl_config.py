@@ -1,7 +1,8 @@
 """Which listeners speak SASL and how, from Kafka's property names.
 
 - ``sasl.enabled.mechanisms`` (or ``listener.name.<listener>.sasl.enabled.mechanisms``): PLAIN,
-  SCRAM-SHA-256, SCRAM-SHA-512 (SCRAM credentials live in the metadata log: controller/scram.py).
+  SCRAM-SHA-256, SCRAM-SHA-512 (SCRAM credentials live in the metadata log: controller/scram.py),
+  OAUTHBEARER (JWTs checked against a JWKS: oauthbearer_config.py).
   Kafka's default, GSSAPI (Kerberos), is not served: a SASL listener must name its mechanisms.
 - PLAIN's users: ``listener.name.<listener>.plain.sasl.jaas.config`` with Kafka's PlainLoginModule
   options ``user_<name>="<password>"``.
@@ -13,6 +14,7 @@ from __future__ import annotations
 from ..config import BrokerConfig, ConfigError
 from .authenticator import SERVED_MECHANISMS, SaslSettings
 from .jaas import parse_jaas
+from .oauthbearer_config import oauthbearer_settings
 from .tls import listener_setting
 
 SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
@@ -54,5 +56,6 @@ def sasl_settings(config: BrokerConfig) -> dict[str, SaslSettings]:
             reauth = int(listener_setting(config, name, "connections.max.reauth.ms") or "0")
         except ValueError:
             raise ConfigError(f"listener {name}: connections.max.reauth.ms must be an integer") from None
-        out[name] = SaslSettings(name, mechanisms, passwords, max(0, reauth))
+        oauth = oauthbearer_settings(config, name) if "OAUTHBEARER" in mechanisms else None
+        out[name] = SaslSettings(name, mechanisms, passwords, max(0, reauth), oauth)
     return out
