@@ -81,6 +81,7 @@ class IdentityProvider:
     keys: list[SigningKey] = field(default_factory=lambda: [SigningKey.rsa("key-1")])
     clients: dict[str, str] = field(default_factory=lambda: {})  # client id -> secret
     token_lifetime_s: int = 3600
+    client_lifetimes: dict[str, int] = field(default_factory=lambda: {})  # client id -> its tokens' life
     token_requests: Counter[str] = field(default_factory=Counter)
 
     def __post_init__(self) -> None:
@@ -151,7 +152,7 @@ class IdentityProvider:
                     return
                 with idp._lock:
                     idp.token_requests[client_id] += 1
-                token, expires = idp.token(client_id)
+                token, expires = idp.token(client_id, idp.client_lifetimes.get(client_id))
                 self._answer(200, {"access_token": token, "token_type": "Bearer",
                                    "expires_in": max(1, expires - int(time.time())), "scope": "kafka"})
 

@@ -5,6 +5,7 @@ token, the JWKS key set and its hurried refresh, and the settings a broker accep
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import jwt
 import pytest
@@ -299,3 +300,33 @@ def test_oauthbearer_between_brokers_is_refused_with_what_to_use() -> None:
                            "sasl.mechanism.inter.broker.protocol": "OAUTHBEARER"})
     with pytest.raises(ConfigError, match="does not fetch tokens for itself.*SCRAM-SHA-512 or PLAIN"):
         inter_broker_security(config)
+
+
+def test_the_refresher_loads_a_file_jwks_and_fetches_again_on_an_unknown_kid(tmp_path: Path) -> None:
+    import asyncio
+
+    from riverlog.security.jwks_refresher import JwksRefresher
+
+    path = tmp_path / "jwks.json"
+    path.write_text(jwks_document([KEY]))
+    settings = OAuthBearerSettings(path.as_uri(), refresh_ms=3_600_000, retry_backoff_ms=10, retry_backoff_max_ms=50)
+
+    async def scenario() -> None:
+        cache = JwksCache(settings.jwks_url)
+        refresher = JwksRefresher(cache, settings, "SASL")
+        await refresher.start()
+        try:
+            assert cache.loaded and [k.kid for k in cache.keys] == ["key-1"]
+            path.write_text(jwks_document([KEY, OTHER]))  # the provider rotates
+            assert cache.note_unknown_kid("key-2", NOW_MS)
+            for _ in range(100):
+                if len(cache.keys) == 2:
+                    break
+                await asyncio.sleep(0.02)
+            assert [k.kid for k in cache.keys] == ["key-1", "key-2"]
+            path.write_text("not a jwks")  # a broken fetch keeps the keys in hand
+            assert not await refresher.refresh() and len(cache.keys) == 2
+        finally:
+            refresher.stop()
+
+    asyncio.run(scenario())

@@ -1,0 +1,281 @@
+"""SASL OAUTHBEARER on a SASL_PLAINTEXT listener (issue #17, acceptance 1), checked on both targets.
+
+One broker for the module, its ``SASL`` listener enabling OAUTHBEARER with tokens checked against
+a test identity provider on loopback (``support/oauth_idp.py``: a JWKS endpoint and an OAuth
+client-credentials token endpoint issuing RS256 JWTs). Kafka is configured as its operators do
+it (Kafka's OAuthBearerValidatorCallbackHandler, the JWKS URL, expected audience and issuer, and
+the JVM's ``org.apache.kafka.sasl.oauthbearer.allowed.urls``); Riverlog reads the same keys.
+
+The client matrix: confluent-kafka with ``oauth_cb`` and with librdkafka's own OIDC client,
+kcat (librdkafka OIDC), kafka-python and aiokafka with token providers, and Kafka's CLI tools
+(Java kafka-clients with Kafka's OAuthBearerLoginCallbackHandler) with ``--command-config``;
+each produces a handful of records and reads them back. An invalid token (wrong signature,
+expired) is answered with RFC 7628's error and then SASL_AUTHENTICATION_FAILED, and the client
+reports an authentication error. A client whose tokens live 10 s re-authenticates (KIP-368) on
+the same connection with a fresh token and keeps producing past several session lifetimes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaError, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+from riverlog.client.connection import BrokerConnection
+from riverlog.client.errors import ConnectionClosedError
+from riverlog.protocol.api_keys import ApiKey
+from riverlog.protocol.errors import ErrorCode
+from support.brokers import BrokerProcess
+from support.client_security import OAUTH_LOGIN_MODULE, ClientSecurity, OAuthLogin
+from support.clients import group_values
+from support.java_tools import JavaTools
+from support.oauth_idp import AUDIENCE, ISSUER, IdentityProvider, SigningKey, claims, sign
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300),
+              pytest.mark.filterwarnings("ignore:(read|open)_text is deprecated:DeprecationWarning")]
+
+VALIDATOR = "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
+ALLOWED_URLS = "org.apache.kafka.sasl.oauthbearer.allowed.urls"
+CLIENTS = {name: f"{name}-secret" for name in
+           ("confluent-cb", "confluent-oidc", "kcat", "kafka-python", "aiokafka", "java-cli", "renewing")}
+RENEWING_LIFETIME_S = 10
+RECORDS = [f"record-{i}".encode() for i in range(5)]
+
+
+class OAuth:
+    def __init__(self, broker: BrokerProcess, port: int, idp: IdentityProvider) -> None:
+        self.broker, self.port, self.idp = broker, port, idp
+        self.bootstrap = f"localhost:{port}"
+
+    def login(self, client_id: str, method: str = "oidc", token: str | None = None) -> ClientSecurity:
+        return ClientSecurity("SASL_PLAINTEXT", mechanism="OAUTHBEARER", oauth=OAuthLogin(
+            self.idp.token_url, client_id, CLIENTS.get(client_id, "-"), method, token))
+
+    @property
+    def allowed_urls(self) -> dict[str, str]:
+        return {ALLOWED_URLS: f"{self.idp.jwks_url},{self.idp.token_url}"}
+
+
+@pytest.fixture(scope="module")
+def oauth(module_broker_factory) -> Any:
+    idp = IdentityProvider(clients=dict(CLIENTS), client_lifetimes={"renewing": RENEWING_LIFETIME_S}).start()
+    broker: BrokerProcess = module_broker_factory(start=False, overrides={
+        "listener.name.sasl.sasl.enabled.mechanisms": "OAUTHBEARER",
+        "listener.name.sasl.oauthbearer.sasl.jaas.config": f"{OAUTH_LOGIN_MODULE} required;",
+        "listener.name.sasl.oauthbearer.sasl.server.callback.handler.class": VALIDATOR,
+        "sasl.oauthbearer.jwks.endpoint.url": idp.jwks_url,
+        "sasl.oauthbearer.expected.audience": AUDIENCE,
+        "sasl.oauthbearer.expected.issuer": ISSUER})
+    broker.jvm_system_properties.update({ALLOWED_URLS: idp.jwks_url})
+    port = broker.add_listener("SASL", "SASL_PLAINTEXT", advertised_host="localhost")
+    broker.start()
+    try:
+        yield OAuth(broker, port, idp)
+    finally:
+        idp.stop()
+
+
+def create_topic(oauth: OAuth, topic: str) -> None:
+    admin = AdminClient({"bootstrap.servers": oauth.broker.bootstrap})  # the harness's PLAINTEXT listener
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+
+
+def librdkafka_roundtrip(oauth: OAuth, security: ClientSecurity, topic: str) -> list[bytes]:
+    conf = {"bootstrap.servers": oauth.bootstrap, **security.librdkafka()}
+    producer = Producer({**conf, "message.timeout.ms": 30000})
+    failures: list[object] = []
+    for value in RECORDS:
+        producer.produce(topic, value, on_delivery=lambda err, _m: err is not None and failures.append(err))
+    assert producer.flush(30) == 0 and not failures, failures
+    return group_values(conf, topic, f"{topic}-reader", len(RECORDS), timeout=30)
+
+
+@pytest.mark.parametrize("method", ["callback", "oidc"])
+def test_confluent_kafka(oauth: OAuth, method: str) -> None:
+    client = "confluent-cb" if method == "callback" else "confluent-oidc"
+    create_topic(oauth, f"oauth-{client}")
+    before = oauth.idp.requests_of(client)
+    assert librdkafka_roundtrip(oauth, oauth.login(client, method), f"oauth-{client}") == RECORDS
+    assert oauth.idp.requests_of(client) > before  # the tokens came from the identity provider
+
+
+def kcat_with_oidc(exe: str, workdir: Path) -> dict[str, str]:
+    """The environment kcat runs in with a librdkafka that has OIDC.
+
+    Debian's kcat 1.7.1 links the system librdkafka 2.0.2, built without libcurl, so without
+    ``sasl.oauthbearer.method=oidc``. librdkafka keeps its ABI (``librdkafka.so.1``), so kcat
+    then runs on the librdkafka 2.16 that confluent-kafka's wheel bundles, which has it."""
+    env = dict(os.environ)
+    if "oidc" in subprocess.run([exe, "-V"], capture_output=True, text=True, timeout=30).stdout:
+        return env
+    import confluent_kafka
+
+    bundled = sorted((Path(confluent_kafka.__file__).parent.parent / "confluent_kafka.libs").glob("librdkafka*.so*"))
+    assert bundled, "no librdkafka with OIDC found for kcat (confluent-kafka's wheel bundles one)"
+    (workdir / "librdkafka.so.1").symlink_to(bundled[0])
+    env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (str(workdir), env.get("LD_LIBRARY_PATH", "")) if p)
+    return env
+
+
+def test_kcat_with_librdkafka_oidc(oauth: OAuth, tmp_path: Path) -> None:
+    exe = shutil.which("kcat")
+    assert exe is not None, "kcat is not installed (Debian: apt-get install -y kcat)"
+    env = kcat_with_oidc(exe, tmp_path)
+    create_topic(oauth, "oauth-kcat")
+    base = [exe, "-b", oauth.bootstrap, *oauth.login("kcat").kcat_args()]
+
+    def run(args: list[str], stdin: str | None = None) -> str:
+        proc = subprocess.run([*base, *args], input=stdin, capture_output=True, text=True, timeout=60, env=env)
+        assert proc.returncode == 0 and "ERROR" not in proc.stderr, f"kcat {args}: {proc.stderr[-3000:]}"
+        return proc.stdout
+
+    run(["-P", "-t", "oauth-kcat"], stdin="".join(f"{r.decode()}\n" for r in RECORDS))
+    assert run(["-C", "-t", "oauth-kcat", "-o", "beginning", "-e", "-q"]).split() == [r.decode() for r in RECORDS]
+    assert oauth.idp.requests_of("kcat") >= 2  # one token per kcat run
+
+
+def test_kafka_python(oauth: OAuth) -> None:
+    from kafka import KafkaConsumer, KafkaProducer
+
+    create_topic(oauth, "oauth-kafka-python")
+    security = oauth.login("kafka-python").kafka_python()
+    producer = KafkaProducer(bootstrap_servers=oauth.bootstrap, **security)
+    try:
+        for value in RECORDS:
+            producer.send("oauth-kafka-python", value).get(timeout=30)
+    finally:
+        producer.close(timeout=10)
+    consumer = KafkaConsumer("oauth-kafka-python", bootstrap_servers=oauth.bootstrap, auto_offset_reset="earliest",
+                             consumer_timeout_ms=15000, **security)
+    try:
+        assert [m.value for m in consumer] == RECORDS
+    finally:
+        consumer.close()
+
+
+def test_aiokafka(oauth: OAuth) -> None:
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+    create_topic(oauth, "oauth-aiokafka")
+
+    async def scenario() -> list[bytes]:
+        producer = AIOKafkaProducer(bootstrap_servers=oauth.bootstrap, **oauth.login("aiokafka").aiokafka())
+        await producer.start()
+        try:
+            for value in RECORDS:
+                await producer.send_and_wait("oauth-aiokafka", value)
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer("oauth-aiokafka", bootstrap_servers=oauth.bootstrap,
+                                    auto_offset_reset="earliest", **oauth.login("aiokafka").aiokafka())
+        await consumer.start()
+        got: list[bytes] = []
+        try:
+            async with asyncio.timeout(30):
+                while len(got) < len(RECORDS):
+                    got.append((await consumer.getone()).value)
+        finally:
+            await consumer.stop()
+        return got
+
+    assert asyncio.run(scenario()) == RECORDS
+
+
+def test_kafka_cli_tools_with_command_config(oauth: OAuth, java_tools: JavaTools, tmp_path: Path) -> None:
+    # Kafka 4.x's OAuthBearerLoginCallbackHandler fetches the tokens; its JVM must allow the URL.
+    tools = java_tools.with_system_properties(oauth.allowed_urls)
+    config = oauth.login("java-cli").write_java_properties(tmp_path / "client.properties")
+    lines = [f"line-{i}" for i in range(5)]
+    assert tools.roundtrip_with_config(oauth.bootstrap, config, "oauth-cli", lines) == lines
+    assert oauth.idp.requests_of("java-cli") >= 3  # one per tool run
+
+
+def refused_by_librdkafka(oauth: OAuth, token: str) -> tuple[list[KafkaError], list[object]]:
+    """(the client's errors, its delivery reports) for one record produced with ``token``."""
+    errors: list[KafkaError] = []
+    reports: list[object] = []
+    producer = Producer({"bootstrap.servers": oauth.bootstrap, **oauth.login("forged", "callback", token).librdkafka(),
+                         "message.timeout.ms": 5000, "error_cb": errors.append})
+    producer.produce("oauth-never", b"x", on_delivery=lambda err, _m: reports.append(err))
+    producer.flush(15)
+    return errors, reports
+
+
+async def exchange_on_the_wire(port: int, token: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """SaslHandshake, the client message, and (on an error answer) RFC 7628's ``^A``."""
+    conn = await BrokerConnection.connect("127.0.0.1", port)
+    try:
+        handshake = await conn.request(ApiKey.SASL_HANDSHAKE, {"mechanism": "OAUTHBEARER"}, 1)
+        assert handshake["error_code"] == ErrorCode.NONE and handshake["mechanisms"] == ["OAUTHBEARER"]
+        first = await conn.request(ApiKey.SASL_AUTHENTICATE,
+                                   {"auth_bytes": f"n,,\x01auth=Bearer {token}\x01\x01".encode()}, 2)
+        final = await conn.request(ApiKey.SASL_AUTHENTICATE, {"auth_bytes": b"\x01"}, 2)
+        with pytest.raises((ConnectionClosedError, OSError)):
+            await conn.request(ApiKey.METADATA, {"topics": []}, 12, timeout=10)
+        return first, final
+    finally:
+        await conn.close()
+
+
+@pytest.mark.parametrize("forge", [
+    pytest.param(lambda: sign(SigningKey("key-1", SigningKey.rsa("x").private), claims("mallory")),
+                 id="wrong-signature"),
+    pytest.param(None, id="expired"),
+])
+def test_an_invalid_token_is_refused_with_rfc7628s_error(oauth: OAuth, forge: Callable[[], str] | None) -> None:
+    # An expired token is signed by the provider's real key: only its exp is wrong (past the skew).
+    token = forge() if forge is not None else sign(oauth.idp.signing_key, claims("alice", now=time.time() - 7200))
+    errors, reports = refused_by_librdkafka(oauth, token)
+    assert errors and errors[0].code() == KafkaError._AUTHENTICATION, errors
+    assert 'SASL authentication error: {"status":"invalid_token"}' in errors[0].str()
+    assert len(reports) == 1 and reports[0] is not None  # never delivered
+    first, final = asyncio.run(exchange_on_the_wire(oauth.port, token))
+    assert (first["error_code"], first["auth_bytes"]) == (ErrorCode.NONE, b'{"status":"invalid_token"}')
+    assert (final["error_code"], final["error_message"]) == (ErrorCode.SASL_AUTHENTICATION_FAILED,
+                                                             '{"status":"invalid_token"}')
+    oauth.broker.assert_alive()
+
+
+def test_a_client_re_authenticates_on_the_same_connection(oauth: OAuth) -> None:
+    """Tokens of 10 s: the broker's session lifetime is the token's remaining life (Kafka's
+    rule), so librdkafka must fetch a new token and re-authenticate (KIP-368) before it runs out.
+    It keeps producing over three lifetimes and never opens a second connection to the broker."""
+    create_topic(oauth, "oauth-renewing")
+    stats: list[dict[str, Any]] = []
+    failures: list[object] = []
+    producer = Producer({"bootstrap.servers": oauth.bootstrap, **oauth.login("renewing").librdkafka(),
+                         "statistics.interval.ms": 1000, "stats_cb": lambda raw: stats.append(json.loads(raw)),
+                         "message.timeout.ms": 10000, "error_cb": failures.append})
+    delivered = 0
+
+    def on_delivery(err: object, _msg: object) -> None:
+        nonlocal delivered
+        if err is None:
+            delivered += 1
+        else:
+            failures.append(err)
+
+    sent = 0
+    deadline = time.monotonic() + 3 * RENEWING_LIFETIME_S + 2
+    while time.monotonic() < deadline:
+        producer.produce("oauth-renewing", f"renewing-{sent}".encode(), on_delivery=on_delivery)
+        sent += 1
+        producer.poll(0.5)
+    assert producer.flush(30) == 0
+    producer.poll(1.5)  # one more statistics report
+    assert not failures, failures
+    assert delivered == sent
+    # A new token at least every lifetime, each presented on the one connection.
+    assert oauth.idp.requests_of("renewing") >= 3
+    brokers = [b for b in stats[-1]["brokers"].values() if b["nodeid"] >= 0]
+    assert brokers and all(b["connects"] == 1 and b["disconnects"] == 0 for b in brokers), \
+        [(b["name"], b["connects"], b["disconnects"]) for b in brokers]
