@@ -11,8 +11,10 @@ kcat (librdkafka OIDC), kafka-python and aiokafka with token providers, and Kafk
 (Java kafka-clients with Kafka's OAuthBearerLoginCallbackHandler) with ``--command-config``;
 each produces a handful of records and reads them back. An invalid token (wrong signature,
 expired) is answered with RFC 7628's error and then SASL_AUTHENTICATION_FAILED, and the client
-reports an authentication error. A client whose tokens live 10 s re-authenticates (KIP-368) on
-the same connection with a fresh token and keeps producing past several session lifetimes.
+reports an authentication error. Re-authentication (KIP-368): a client whose tokens live 10 s
+re-authenticates on the same connection with a fresh token, and one on a second listener
+(``REAUTH``, ``connections.max.reauth.ms`` of 4 s) with its long-lived token, each producing
+past several session lifetimes on one connection.
 """
 
 from __future__ import annotations
@@ -48,12 +50,13 @@ ALLOWED_URLS = "org.apache.kafka.sasl.oauthbearer.allowed.urls"
 CLIENTS = {name: f"{name}-secret" for name in
            ("confluent-cb", "confluent-oidc", "kcat", "kafka-python", "aiokafka", "java-cli", "renewing")}
 RENEWING_LIFETIME_S = 10
+REAUTH_MS = 4000
 RECORDS = [f"record-{i}".encode() for i in range(5)]
 
 
 class OAuth:
-    def __init__(self, broker: BrokerProcess, port: int, idp: IdentityProvider) -> None:
-        self.broker, self.port, self.idp = broker, port, idp
+    def __init__(self, broker: BrokerProcess, port: int, reauth_port: int, idp: IdentityProvider) -> None:
+        self.broker, self.port, self.reauth_port, self.idp = broker, port, reauth_port, idp
         self.bootstrap = f"localhost:{port}"
 
     def login(self, client_id: str, method: str = "oidc", token: str | None = None) -> ClientSecurity:
@@ -68,18 +71,22 @@ class OAuth:
 @pytest.fixture(scope="module")
 def oauth(module_broker_factory) -> Any:
     idp = IdentityProvider(clients=dict(CLIENTS), client_lifetimes={"renewing": RENEWING_LIFETIME_S}).start()
-    broker: BrokerProcess = module_broker_factory(start=False, overrides={
-        "listener.name.sasl.sasl.enabled.mechanisms": "OAUTHBEARER",
-        "listener.name.sasl.oauthbearer.sasl.jaas.config": f"{OAUTH_LOGIN_MODULE} required;",
-        "listener.name.sasl.oauthbearer.sasl.server.callback.handler.class": VALIDATOR,
-        "sasl.oauthbearer.jwks.endpoint.url": idp.jwks_url,
-        "sasl.oauthbearer.expected.audience": AUDIENCE,
-        "sasl.oauthbearer.expected.issuer": ISSUER})
+    overrides = {"sasl.oauthbearer.jwks.endpoint.url": idp.jwks_url,
+                 "sasl.oauthbearer.expected.audience": AUDIENCE,
+                 "sasl.oauthbearer.expected.issuer": ISSUER,
+                 "listener.name.reauth.connections.max.reauth.ms": str(REAUTH_MS)}
+    for listener in ("sasl", "reauth"):
+        overrides.update({
+            f"listener.name.{listener}.sasl.enabled.mechanisms": "OAUTHBEARER",
+            f"listener.name.{listener}.oauthbearer.sasl.jaas.config": f"{OAUTH_LOGIN_MODULE} required;",
+            f"listener.name.{listener}.oauthbearer.sasl.server.callback.handler.class": VALIDATOR})
+    broker: BrokerProcess = module_broker_factory(start=False, overrides=overrides)
     broker.jvm_system_properties.update({ALLOWED_URLS: idp.jwks_url})
     port = broker.add_listener("SASL", "SASL_PLAINTEXT", advertised_host="localhost")
+    reauth_port = broker.add_listener("REAUTH", "SASL_PLAINTEXT", advertised_host="localhost")
     broker.start()
     try:
-        yield OAuth(broker, port, idp)
+        yield OAuth(broker, port, reauth_port, idp)
     finally:
         idp.stop()
 
@@ -245,14 +252,21 @@ def test_an_invalid_token_is_refused_with_rfc7628s_error(oauth: OAuth, forge: Ca
     oauth.broker.assert_alive()
 
 
-def test_a_client_re_authenticates_on_the_same_connection(oauth: OAuth) -> None:
-    """Tokens of 10 s: the broker's session lifetime is the token's remaining life (Kafka's
-    rule), so librdkafka must fetch a new token and re-authenticate (KIP-368) before it runs out.
-    It keeps producing over three lifetimes and never opens a second connection to the broker."""
-    create_topic(oauth, "oauth-renewing")
+@pytest.mark.parametrize("limit", ["token-lifetime", "connections.max.reauth.ms"])
+def test_a_client_re_authenticates_on_the_same_connection(oauth: OAuth, limit: str) -> None:
+    """The session lifetime is the token's remaining life, bounded by connections.max.reauth.ms
+    (Kafka's rule). Tokens of 10 s: librdkafka must fetch a new token and re-authenticate
+    (KIP-368) before the session runs out. Long-lived tokens on the listener with 4 s sessions:
+    it re-authenticates every 4 s with the token it has. Either way it keeps producing over three
+    session lifetimes and never opens a second connection to the broker."""
+    client, port, lifetime_s = (("renewing", oauth.port, RENEWING_LIFETIME_S) if limit == "token-lifetime"
+                                else ("confluent-oidc", oauth.reauth_port, REAUTH_MS / 1000))
+    topic = f"oauth-reauth-{client}"
+    create_topic(oauth, topic)
+    tokens_before = oauth.idp.requests_of(client)
     stats: list[dict[str, Any]] = []
     failures: list[object] = []
-    producer = Producer({"bootstrap.servers": oauth.bootstrap, **oauth.login("renewing").librdkafka(),
+    producer = Producer({"bootstrap.servers": f"localhost:{port}", **oauth.login(client).librdkafka(),
                          "statistics.interval.ms": 1000, "stats_cb": lambda raw: stats.append(json.loads(raw)),
                          "message.timeout.ms": 10000, "error_cb": failures.append})
     delivered = 0
@@ -265,17 +279,17 @@ def test_a_client_re_authenticates_on_the_same_connection(oauth: OAuth) -> None:
             failures.append(err)
 
     sent = 0
-    deadline = time.monotonic() + 3 * RENEWING_LIFETIME_S + 2
+    deadline = time.monotonic() + 3 * lifetime_s + 2
     while time.monotonic() < deadline:
-        producer.produce("oauth-renewing", f"renewing-{sent}".encode(), on_delivery=on_delivery)
+        producer.produce(topic, f"reauth-{sent}".encode(), on_delivery=on_delivery)
         sent += 1
         producer.poll(0.5)
     assert producer.flush(30) == 0
     producer.poll(1.5)  # one more statistics report
     assert not failures, failures
     assert delivered == sent
-    # A new token at least every lifetime, each presented on the one connection.
-    assert oauth.idp.requests_of("renewing") >= 3
+    if limit == "token-lifetime":  # a new token at least every lifetime, each on the one connection
+        assert oauth.idp.requests_of(client) - tokens_before >= 3
     brokers = [b for b in stats[-1]["brokers"].values() if b["nodeid"] >= 0]
     assert brokers and all(b["connects"] == 1 and b["disconnects"] == 0 for b in brokers), \
         [(b["name"], b["connects"], b["disconnects"]) for b in brokers]
