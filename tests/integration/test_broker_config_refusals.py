@@ -8,21 +8,20 @@ These exercise Riverlog's own command line, whatever RIVERLOG_TEST_TARGET says.
 
 from __future__ import annotations
 
-import os
 import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from support.brokers import free_ports
+from support.brokers import free_ports, riverlog_env
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
 
 def riverlog_broker(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "riverlog", "broker", *args], capture_output=True, text=True,
-                          timeout=60, env={**os.environ, **(env or {})})
+                          timeout=60, env={**riverlog_env(), **(env or {})})  # this tree's broker_image
 
 
 def listening(port: int) -> bool:
