@@ -156,6 +156,13 @@ def test_scopes_must_be_distinct_non_blank_strings() -> None:
         check(sign(KEY, good(scope="")))
 
 
+@pytest.mark.parametrize("claim, value", [("exp", float("nan")), ("exp", float("inf")), ("exp", "soon"),
+                                          ("iat", True), ("nbf", -5), ("iat", "yesterday")])
+def test_dates_that_are_not_dates_are_refused(claim: str, value: object) -> None:
+    with pytest.raises(TokenRejected):
+        check(sign(KEY, good(**{claim: value})))
+
+
 @pytest.mark.parametrize("token", ["", "abc", "a.b", "a..c", "not.a.jwt", "e30.e30.e30.e30"])
 def test_garbage_is_refused_not_crashed_on(token: str) -> None:
     with pytest.raises(TokenRejected):

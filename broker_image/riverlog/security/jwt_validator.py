@@ -21,6 +21,7 @@ which jose4j does not).
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -113,7 +114,8 @@ def _numeric(claims: dict[str, Any], name: str, *, required: bool) -> float | No
         if required:
             raise TokenRejected(f"the token has no {name!r} claim")
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    # (Python's JSON reader takes NaN and Infinity, which no date is.)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise TokenRejected(f"the token's {name!r} claim is not a number")
     if value < 0:
         raise TokenRejected(f"the token's {name!r} claim is negative")
