@@ -192,6 +192,8 @@ DEFAULTS: dict[str, str] = {
 _LISTENER_KEYS = ("sasl.enabled.mechanisms", "connections.max.reauth.ms")
 
 LISTENER_SCOPED_PREFIX = "listener.name."
+# The SASL mechanisms served, as they prefix per-listener-and-mechanism keys.
+_SERVED_MECHANISM_PREFIXES = ("plain", "scram-sha-256", "scram-sha-512", "oauthbearer")
 
 
 def _known(key: str) -> bool:
@@ -205,9 +207,11 @@ def _known(key: str) -> bool:
         mechanism, _, jaas = rest.partition(".")
         if mechanism == "oauthbearer" and (jaas in OAUTHBEARER_SERVER_DEFAULTS or jaas == CALLBACK_HANDLER_KEY):
             return True
+        if jaas == "connections.max.reauth.ms" and mechanism in _SERVED_MECHANISM_PREFIXES:
+            return True
         if rest in OAUTHBEARER_SERVER_DEFAULTS:
             return True
-        return jaas == "sasl.jaas.config" and mechanism in ("plain", "scram-sha-256", "scram-sha-512", "oauthbearer")
+        return jaas == "sasl.jaas.config" and mechanism in _SERVED_MECHANISM_PREFIXES
     return False
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import shutil
 import subprocess
@@ -74,7 +75,7 @@ def oauth(module_broker_factory) -> Any:
     overrides = {"sasl.oauthbearer.jwks.endpoint.url": idp.jwks_url,
                  "sasl.oauthbearer.expected.audience": AUDIENCE,
                  "sasl.oauthbearer.expected.issuer": ISSUER,
-                 "listener.name.reauth.connections.max.reauth.ms": str(REAUTH_MS)}
+                 "listener.name.reauth.oauthbearer.connections.max.reauth.ms": str(REAUTH_MS)}
     for listener in ("sasl", "reauth"):
         overrides.update({
             f"listener.name.{listener}.sasl.enabled.mechanisms": "OAUTHBEARER",
@@ -252,6 +253,15 @@ def test_an_invalid_token_is_refused_with_rfc7628s_error(oauth: OAuth, forge: Ca
     oauth.broker.assert_alive()
 
 
+class CollectingHandler(logging.Handler):
+    def __init__(self, lines: list[str]) -> None:
+        super().__init__()
+        self.lines = lines
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
 @pytest.mark.parametrize("limit", ["token-lifetime", "connections.max.reauth.ms"])
 def test_a_client_re_authenticates_on_the_same_connection(oauth: OAuth, limit: str) -> None:
     """The session lifetime is the token's remaining life, bounded by connections.max.reauth.ms
@@ -266,9 +276,16 @@ def test_a_client_re_authenticates_on_the_same_connection(oauth: OAuth, limit: s
     tokens_before = oauth.idp.requests_of(client)
     stats: list[dict[str, Any]] = []
     failures: list[object] = []
+    # librdkafka's broker debug log says when it starts a re-authentication ("Received REAUTH op").
+    client_log = logging.getLogger(f"librdkafka.{topic}")
+    client_log.propagate = False
+    client_log.setLevel(logging.DEBUG)
+    lines: list[str] = []
+    client_log.addHandler(CollectingHandler(lines))
     producer = Producer({"bootstrap.servers": f"localhost:{port}", **oauth.login(client).librdkafka(),
                          "statistics.interval.ms": 1000, "stats_cb": lambda raw: stats.append(json.loads(raw)),
-                         "message.timeout.ms": 10000, "error_cb": failures.append})
+                         "message.timeout.ms": 10000, "error_cb": failures.append,
+                         "debug": "broker", "logger": client_log})
     delivered = 0
 
     def on_delivery(err: object, _msg: object) -> None:
@@ -288,7 +305,9 @@ def test_a_client_re_authenticates_on_the_same_connection(oauth: OAuth, limit: s
     producer.poll(1.5)  # one more statistics report
     assert not failures, failures
     assert delivered == sent
-    if limit == "token-lifetime":  # a new token at least every lifetime, each on the one connection
+    # The broker announced the session lifetime and the client re-authenticated each time...
+    assert sum("Received REAUTH op" in line for line in lines) >= 2
+    if limit == "token-lifetime":  # ... with a new token at least every lifetime
         assert oauth.idp.requests_of(client) - tokens_before >= 3
     brokers = [b for b in stats[-1]["brokers"].values() if b["nodeid"] >= 0]
     assert brokers and all(b["connects"] == 1 and b["disconnects"] == 0 for b in brokers), \

@@ -236,6 +236,18 @@ def test_a_good_token_authenticates_and_its_expiry_bounds_the_session() -> None:
         assert s.authenticate(message(token), NOW_MS).session_lifetime_ms == lifetime
 
 
+def test_connections_max_reauth_ms_may_be_set_per_listener_and_mechanism() -> None:
+    config = BrokerConfig({**SASL_LISTENER, "sasl.oauthbearer.jwks.endpoint.url": "file:/j.json",
+                           "listener.name.sasl.connections.max.reauth.ms": "60000",
+                           "listener.name.sasl.oauthbearer.connections.max.reauth.ms": "5000"})
+    assert config.unknown == []
+    settings = sasl_settings(config)["SASL"]
+    assert (settings.reauth_ms, settings.reauth_ms_by_mechanism) == (60_000, {"OAUTHBEARER": 5_000})
+    s = SaslSession(settings, lambda _u, _m: None, keys(KEY))
+    s.handshake("OAUTHBEARER", 1)
+    assert s.authenticate(message(sign(KEY, good())), NOW_MS).session_lifetime_ms == 5_000
+
+
 def test_re_authentication_with_a_fresh_token_and_an_expired_one() -> None:
     s = oauth_session(10_000)
     s.handshake("OAUTHBEARER", 1)

@@ -68,6 +68,7 @@ class SaslSettings:
     plain_passwords: dict[str, str] = field(default_factory=dict)  # PLAIN's user_<name> options
     reauth_ms: int = 0  # connections.max.reauth.ms; 0: sessions last as long as the credential
     oauthbearer: OAuthBearerSettings | None = None  # when OAUTHBEARER is enabled
+    reauth_ms_by_mechanism: dict[str, int] = field(default_factory=dict)  # listener.name.<l>.<mechanism>. form
 
 
 @dataclass(frozen=True)
@@ -149,7 +150,8 @@ class SaslSession:
                                       "Cannot change principals during re-authentication", b"", 0, close=True)
         self.principal = principal
         self.state = "authenticated"
-        lifetime = session_lifetime_ms(self.settings.reauth_ms, mechanism.credential_expires_at_ms, now_ms)
+        reauth_ms = self.settings.reauth_ms_by_mechanism.get(mechanism.mechanism, self.settings.reauth_ms)
+        lifetime = session_lifetime_ms(reauth_ms, mechanism.credential_expires_at_ms, now_ms)
         self.expires_at_ms = now_ms + lifetime if lifetime is not None else None
         return AuthenticateAnswer(ErrorCode.NONE, None, reply, lifetime or 0, close=False)
 
