@@ -11,7 +11,9 @@ kcat (librdkafka OIDC), kafka-python and aiokafka with token providers, and Kafk
 (Java kafka-clients with Kafka's OAuthBearerLoginCallbackHandler) with ``--command-config``;
 each produces a handful of records and reads them back. An invalid token (wrong signature,
 expired) is answered with RFC 7628's error and then SASL_AUTHENTICATION_FAILED, and the client
-reports an authentication error. Re-authentication (KIP-368): a client whose tokens live 10 s
+reports an authentication error. A token signed with a key the provider published after the
+broker's fetch is refused once, makes the broker fetch the JWKS again, and is then accepted.
+Re-authentication (KIP-368): a client whose tokens live 10 s
 re-authenticates on the same connection with a fresh token, and one on a second listener
 (``REAUTH``, ``connections.max.reauth.ms`` of 4 s) with its long-lived token, each producing
 past several session lifetimes on one connection.
@@ -251,6 +253,25 @@ def test_an_invalid_token_is_refused_with_rfc7628s_error(oauth: OAuth, forge: Ca
     assert (final["error_code"], final["error_message"]) == (ErrorCode.SASL_AUTHENTICATION_FAILED,
                                                              '{"status":"invalid_token"}')
     oauth.broker.assert_alive()
+
+
+def test_a_key_the_provider_rotated_in_is_fetched_when_a_token_names_it(oauth: OAuth) -> None:
+    """The provider publishes a new key after the broker fetched the JWKS: the first token signed
+    with it is refused, which makes the broker fetch the JWKS again at once (not after
+    refresh.ms); the client's next attempt is accepted."""
+    create_topic(oauth, "oauth-rotated")
+    new_key = SigningKey.rsa(f"key-rotated-{time.time_ns()}")
+    oauth.idp.keys.append(new_key)
+    token = sign(new_key, claims("rotated"))
+    errors: list[KafkaError] = []
+    reports: list[object] = []
+    producer = Producer({"bootstrap.servers": oauth.bootstrap,
+                         **oauth.login("rotated", "callback", token).librdkafka(),
+                         "message.timeout.ms": 30000, "error_cb": errors.append})
+    producer.produce("oauth-rotated", b"signed-with-the-new-key", on_delivery=lambda err, _m: reports.append(err))
+    assert producer.flush(40) == 0
+    assert errors and errors[0].code() == KafkaError._AUTHENTICATION  # the first attempt
+    assert reports == [None]  # delivered once the broker had the key
 
 
 class CollectingHandler(logging.Handler):
