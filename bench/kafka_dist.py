@@ -210,6 +210,11 @@ def java_command(
     ]
 
 
+def jvm_system_properties(properties: Mapping[str, str]) -> list[str]:
+    """``-Dkey=value`` JVM options."""
+    return [f"-D{key}={value}" for key, value in properties.items()]
+
+
 def random_cluster_id() -> str:
     # Kafka's cluster ids are 16 random bytes in URL-safe base64 without padding (what
     # `kafka-storage random-uuid` prints). Like Kafka we never hand out one that starts with
@@ -308,8 +313,12 @@ def server_command(
     *,
     heap: str = DEFAULT_HEAP,
     request_log: bool | None = None,
+    system_properties: Mapping[str, str] | None = None,
 ) -> list[str]:
     """The command that runs the broker in the foreground.
+
+    ``system_properties`` become ``-Dkey=value`` JVM options (for example Kafka 4.x's
+    ``org.apache.kafka.sasl.oauthbearer.allowed.urls``, the URLs its OAUTHBEARER code may reach).
 
     ``request_log`` (default: env RIVERLOG_KAFKA_REQUEST_LOG=1) turns on Kafka's request logger
     at DEBUG, which prints every request header (API key, version, client id): that is how we
@@ -325,6 +334,7 @@ def server_command(
         + ("debug" if request_log else "warn"),
         # The state-change and authorizer loggers are chatty at INFO and add nothing for tests.
         "-Dorg.slf4j.simpleLogger.log.state.change.logger=warn",
+        *jvm_system_properties(system_properties or {}),
     ]
     return java_command(
         libs, KAFKA_MAIN, [str(config_path)], heap=heap, log_level="info", extra_jvm_args=jvm

@@ -12,7 +12,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from .config_refusals import SECURITY_PROTOCOLS, WHAT_TO_DO, parse_protocol_map, refusals
+from .config_refusals import (
+    CALLBACK_HANDLER_KEY,
+    OAUTHBEARER_SERVER_DEFAULTS,
+    SECURITY_PROTOCOLS,
+    WHAT_TO_DO,
+    parse_protocol_map,
+    refusals,
+)
 
 ENV_PREFIX = "RIVERLOG_"
 SECRET_WORDS = ("password", "secret", "jaas", "token", "keystore.key", "credentials")
@@ -171,6 +178,10 @@ DEFAULTS: dict[str, str] = {
     # defaults (GSSAPI is not served: a SASL listener names its mechanisms).
     "sasl.enabled.mechanisms": "GSSAPI",
     "connections.max.reauth.ms": "0",
+    # OAUTHBEARER token validation (security/oauthbearer_config.py); each also per listener as
+    # listener.name.<l>.oauthbearer.<key>. The callback handler may only name Kafka's validator.
+    **OAUTHBEARER_SERVER_DEFAULTS,
+    CALLBACK_HANDLER_KEY: "",
     # The mechanism a node authenticates with on a SASL inter-broker or controller listener
     # (security/client_config.py); Kafka's default GSSAPI is not spoken, so SASL there needs one.
     "sasl.mechanism.inter.broker.protocol": "GSSAPI",
@@ -193,6 +204,8 @@ DEFAULTS: dict[str, str] = {
 _LISTENER_KEYS = ("sasl.enabled.mechanisms", "connections.max.reauth.ms")
 
 LISTENER_SCOPED_PREFIX = "listener.name."
+# The SASL mechanisms served, as they prefix per-listener-and-mechanism keys.
+_SERVED_MECHANISM_PREFIXES = ("plain", "scram-sha-256", "scram-sha-512", "oauthbearer")
 
 
 def _known(key: str) -> bool:
@@ -204,7 +217,13 @@ def _known(key: str) -> bool:
         if (rest.startswith("ssl.") and rest in DEFAULTS) or rest in _LISTENER_KEYS:
             return True
         mechanism, _, jaas = rest.partition(".")
-        return jaas == "sasl.jaas.config" and mechanism in ("plain", "scram-sha-256", "scram-sha-512")
+        if mechanism == "oauthbearer" and (jaas in OAUTHBEARER_SERVER_DEFAULTS or jaas == CALLBACK_HANDLER_KEY):
+            return True
+        if jaas == "connections.max.reauth.ms" and mechanism in _SERVED_MECHANISM_PREFIXES:
+            return True
+        if rest in OAUTHBEARER_SERVER_DEFAULTS:
+            return True
+        return jaas == "sasl.jaas.config" and mechanism in _SERVED_MECHANISM_PREFIXES
     return False
 
 

@@ -18,19 +18,41 @@ from collections.abc import Mapping
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SERVED_PROTOCOLS = SECURITY_PROTOCOLS
 
+# OAUTHBEARER token validation (security/jwt_validator.py): the broker-side keys of Kafka's
+# OAuthBearerValidatorCallbackHandler, with Kafka's defaults. The other sasl.oauthbearer.* keys
+# configure a client's token retrieval (a broker's OAUTHBEARER towards other nodes), not served.
+OAUTHBEARER_SERVER_DEFAULTS = {
+    "sasl.oauthbearer.jwks.endpoint.url": "",
+    "sasl.oauthbearer.jwks.endpoint.refresh.ms": "3600000",
+    "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms": "100",
+    "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms": "10000",
+    "sasl.oauthbearer.clock.skew.seconds": "30",
+    "sasl.oauthbearer.expected.audience": "",
+    "sasl.oauthbearer.expected.issuer": "",
+    "sasl.oauthbearer.sub.claim.name": "sub",
+    "sasl.oauthbearer.scope.claim.name": "scope",
+}
+# The one server callback handler served (sasl.server.callback.handler.class, globally or as
+# listener.name.<l>.oauthbearer.sasl.server.callback.handler.class): Kafka's JWT validator.
+OAUTHBEARER_VALIDATOR_HANDLER = "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
+CALLBACK_HANDLER_KEY = "sasl.server.callback.handler.class"
+
 # Families of Kafka broker properties that configure authentication or authorization Riverlog
 # does not have yet.
 REFUSED_PREFIXES = (
-    "sasl.oauthbearer.",  # OAUTHBEARER's token validation
+    "sasl.oauthbearer.",  # a client's token retrieval (the served keys above pass)
     "sasl.kerberos.",  # GSSAPI
-    "sasl.server.callback.handler.",  # custom credential checks (Java classes)
+    "sasl.server.callback.handler.",  # custom credential checks (Java classes; Kafka's validator passes)
     "sasl.login.",  # login callbacks and refresh (OAUTHBEARER, Kerberos)
     "delegation.token.",  # delegation tokens authenticate clients
     "principal.builder.",  # principal.builder.class: who a client is
 )
+# The same families set for one listener (and mechanism).
+_SCOPED_REFUSED_PREFIXES = ("sasl.oauthbearer.", "sasl.server.callback.", "sasl.login.")
 REFUSED_NAMES: frozenset[str] = frozenset()
 
-WHAT_TO_DO = ("Riverlog serves TLS, SASL PLAIN/SCRAM and ACLs but not yet OAUTHBEARER or GSSAPI, and "
+WHAT_TO_DO = ("Riverlog serves TLS, SASL PLAIN/SCRAM/OAUTHBEARER (tokens checked against a JWKS) and ACLs "
+              "but not yet GSSAPI, OAUTHBEARER between brokers or custom callback classes, and "
               "will not serve plaintext to a configuration that asks for more. Remove these properties "
               "and run the broker on a trusted network (or behind a TLS-terminating proxy) until "
               "Riverlog supports them.")
@@ -52,6 +74,27 @@ def parse_protocol_map(spec: str) -> dict[str, str]:
     return out
 
 
+def _served_oauthbearer(key: str, props: Mapping[str, str]) -> bool:
+    """An OAUTHBEARER key Riverlog serves: a validation setting, globally or for one listener
+    (``listener.name.<l>.oauthbearer.<key>`` or ``listener.name.<l>.<key>``), or the callback
+    handler naming Kafka's validator."""
+    rest = key
+    if key.startswith("listener.name."):
+        rest = key[len("listener.name."):].partition(".")[2].removeprefix("oauthbearer.")
+    if rest in OAUTHBEARER_SERVER_DEFAULTS:
+        return True
+    scoped_handler = key.startswith("listener.name.") and key.endswith(".oauthbearer." + CALLBACK_HANDLER_KEY)
+    return (key == CALLBACK_HANDLER_KEY or scoped_handler) and props.get(key, "").strip() == \
+        OAUTHBEARER_VALIDATOR_HANDLER
+
+
+def _scoped_refused(key: str) -> bool:
+    """``listener.name.<l>.<key>`` or ``listener.name.<l>.<mechanism>.<key>`` of what is not served."""
+    rest = key[len("listener.name."):].partition(".")[2]
+    tail = rest.partition(".")[2]
+    return "gssapi" in key or any(part.startswith(_SCOPED_REFUSED_PREFIXES) for part in (rest, tail))
+
+
 def refusals(props: Mapping[str, str], explicit: frozenset[str], listener_names: list[str]) -> list[str]:
     """Each property (with why) that asks for security Riverlog does not have; empty if none.
 
@@ -62,11 +105,13 @@ def refusals(props: Mapping[str, str], explicit: frozenset[str], listener_names:
     """
     found: list[str] = []
     for key in sorted(explicit):
-        if key.startswith(REFUSED_PREFIXES) or key in REFUSED_NAMES:
+        if _served_oauthbearer(key, props):
+            continue
+        if key.endswith(CALLBACK_HANDLER_KEY):
+            found.append(f"{key} (the one handler served is {OAUTHBEARER_VALIDATOR_HANDLER}, for OAUTHBEARER)")
+        elif key.startswith(REFUSED_PREFIXES) or key in REFUSED_NAMES:
             found.append(key)
-        elif key.startswith("listener.name.") and any(part in key for part in (".sasl.oauthbearer.",
-                                                                              ".sasl.server.callback.",
-                                                                              ".sasl.login.", "gssapi")):
+        elif key.startswith("listener.name.") and _scoped_refused(key):
             found.append(key)  # per-listener settings of what is not served
     protocol_map = parse_protocol_map(props.get("listener.security.protocol.map", ""))
     for name in listener_names:

@@ -1,28 +1,28 @@
 """`riverlog broker` as a user starts it: a configuration that asks for security Riverlog does not
-serve (Kerberos, delegation tokens, a custom principal builder) or a TLS listener whose files do
-not load stops the process at once with a message naming every such property (it never listens,
-so nothing is served in plaintext by mistake), and `--check-config` prints the effective configuration.
+serve (Kerberos, delegation tokens, a custom principal builder, OAUTHBEARER's client side), a TLS
+listener whose files do not load or an OAUTHBEARER listener without a JWKS to check tokens with
+stops the process at once with a message naming every such property (it never listens, so nothing
+is served in plaintext by mistake), and `--check-config` prints the effective configuration.
 
 These exercise Riverlog's own command line, whatever RIVERLOG_TEST_TARGET says.
 """
 
 from __future__ import annotations
 
-import os
 import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from support.brokers import free_ports
+from support.brokers import free_ports, riverlog_env
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
 
 def riverlog_broker(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "riverlog", "broker", *args], capture_output=True, text=True,
-                          timeout=60, env={**os.environ, **(env or {})})
+                          timeout=60, env={**riverlog_env(), **(env or {})})  # this tree's broker_image
 
 
 def listening(port: int) -> bool:
@@ -38,10 +38,12 @@ def test_a_broker_asking_for_what_riverlog_cannot_honour_refuses_to_start(tmp_pa
         f"log.dirs={tmp_path / 'data'}\n"
         "sasl.kerberos.service.name=kafka\n"
         "delegation.token.secret.key=token-signing-secret\n"
+        "sasl.oauthbearer.token.endpoint.url=https://idp.example/token\n"
         "principal.builder.class=com.example.Builder\n")
     result = riverlog_broker("--config", str(properties), "--set", f"metrics.port={metrics_port}")
     assert result.returncode == 2, result.stderr
-    for named in ("sasl.kerberos.service.name", "delegation.token.secret.key", "principal.builder.class"):
+    for named in ("sasl.kerberos.service.name", "delegation.token.secret.key", "principal.builder.class",
+                  "sasl.oauthbearer.token.endpoint.url"):
         assert named in result.stderr
     assert "token-signing-secret" not in result.stderr  # names, never values
     assert "Remove these properties" in result.stderr
@@ -61,6 +63,25 @@ def test_a_tls_listener_without_its_key_refuses_to_start_with_the_fix(tmp_path: 
                              "--set", f"log.dirs={tmp_path / 'data'}", "--set", "ssl.keystore.type=JKS",
                              "--set", "ssl.keystore.location=/etc/broker.jks")
     assert result.returncode == 2 and "Riverlog reads PEM only" in result.stderr
+
+
+def test_an_oauthbearer_listener_without_a_jwks_refuses_to_start_with_the_fix(tmp_path: Path) -> None:
+    port, sasl_port, metrics_port = free_ports(3)
+    listeners = ["--set", f"listeners=PLAINTEXT://127.0.0.1:{port},SASL://127.0.0.1:{sasl_port}",
+                 "--set", "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
+                 "--set", "listener.name.sasl.sasl.enabled.mechanisms=OAUTHBEARER",
+                 "--set", f"log.dirs={tmp_path / 'data'}", "--set", f"metrics.port={metrics_port}"]
+    result = riverlog_broker(*listeners)
+    assert result.returncode == 2, result.stderr
+    assert "listener SASL enables OAUTHBEARER but sasl.oauthbearer.jwks.endpoint.url is not set" in result.stderr
+    assert "never accepts unsigned" in result.stderr
+    assert not listening(sasl_port) and not listening(port)
+    # Nor may the node authenticate to other brokers with OAUTHBEARER: it does not fetch tokens.
+    result = riverlog_broker(*listeners, "--set", "sasl.oauthbearer.jwks.endpoint.url=file:/etc/jwks.json",
+                             "--set", "inter.broker.listener.name=SASL",
+                             "--set", "sasl.mechanism.inter.broker.protocol=OAUTHBEARER")
+    assert result.returncode == 2 and "does not fetch tokens for itself" in result.stderr
+    assert not (tmp_path / "data").exists()
 
 
 def test_security_properties_from_the_environment_are_refused_too(tmp_path: Path) -> None:

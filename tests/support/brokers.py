@@ -137,6 +137,9 @@ class BrokerProcess(SignalledProcess):
         # Client listeners beside PLAINTEXT (which the harness keeps using): name -> (protocol,
         # port, advertised host).
         self.extra_listeners: dict[str, tuple[str, int, str]] = {}
+        # JVM system properties of a Kafka broker (set before start; Riverlog has no JVM), such as
+        # the OAUTHBEARER URLs Kafka 4.x may contact (org.apache.kafka.sasl.oauthbearer.allowed.urls).
+        self.jvm_system_properties: dict[str, str] = {}
         _LIVE.add(self)
 
     def add_listener(self, name: str, protocol: str, *, advertised_host: str = "127.0.0.1") -> int:
@@ -212,7 +215,7 @@ class BrokerProcess(SignalledProcess):
         # keep the cluster id and the data.
         if not kafka_dist.is_formatted(self.data_dir):
             kafka_dist.format_storage(libs, config_path)
-        return list(kafka_dist.server_command(libs, config_path))
+        return list(kafka_dist.server_command(libs, config_path, system_properties=self.jvm_system_properties))
 
     def command(self) -> list[str]:
         return self._kafka_command() if self.target == "kafka" else self._riverlog_command()

@@ -8,7 +8,7 @@ Maven Central. In Kafka 4.x the tools are Java classes under ``org.apache.kafka.
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,13 +60,20 @@ def run_java(cmd: list[str], main_class: str, *, stdin: str | None, timeout: flo
 class JavaTools:
     """Runs Kafka tool main classes with a bounded wall-clock time."""
 
-    def __init__(self, libs: Path, *, heap: str = "256m") -> None:
+    def __init__(self, libs: Path, *, heap: str = "256m", system_properties: Mapping[str, str] | None = None) -> None:
         self.libs = Path(libs)
         self.heap = heap
+        self.system_properties = dict(system_properties or {})
+
+    def with_system_properties(self, properties: Mapping[str, str]) -> JavaTools:
+        """The same tools run with these JVM system properties too (for example Kafka 4.x's
+        ``org.apache.kafka.sasl.oauthbearer.allowed.urls``)."""
+        return JavaTools(self.libs, heap=self.heap, system_properties={**self.system_properties, **properties})
 
     def command(self, main_class: str, args: Sequence[str]) -> list[str]:
         """The command line ``run`` uses, for a tool a test runs in the background."""
-        return list(kafka_dist.java_command(self.libs, main_class, list(args), heap=self.heap))
+        return list(kafka_dist.java_command(self.libs, main_class, list(args), heap=self.heap,
+                                            extra_jvm_args=kafka_dist.jvm_system_properties(self.system_properties)))
 
     def run(
         self,

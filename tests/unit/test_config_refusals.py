@@ -13,7 +13,17 @@ PLAIN = {"listeners": "PLAINTEXT://127.0.0.1:9092"}
 
 
 @pytest.mark.parametrize("extra, named", [
-    ({"sasl.oauthbearer.jwks.endpoint.url": "https://idp/jwks"}, "sasl.oauthbearer.jwks.endpoint.url"),
+    # OAUTHBEARER's client side (a broker fetching tokens for node-to-node traffic) is not served.
+    ({"sasl.oauthbearer.token.endpoint.url": "https://idp/token"}, "sasl.oauthbearer.token.endpoint.url"),
+    ({"listener.name.sasl.oauthbearer.sasl.oauthbearer.client.credentials.client.id": "broker"},
+     "listener.name.sasl.oauthbearer.sasl.oauthbearer.client.credentials.client.id"),
+    ({"sasl.login.callback.handler.class": "x"}, "sasl.login.callback.handler.class"),
+    ({"listener.name.sasl.oauthbearer.sasl.login.callback.handler.class": "x"},
+     "listener.name.sasl.oauthbearer.sasl.login.callback.handler.class"),
+    # Server callback handlers: only Kafka's OAUTHBEARER validator is served.
+    ({"sasl.server.callback.handler.class": "com.example.MyHandler"}, "sasl.server.callback.handler.class"),
+    ({"listener.name.sasl.plain.sasl.server.callback.handler.class": "com.example.PlainHandler"},
+     "listener.name.sasl.plain.sasl.server.callback.handler.class"),
     ({"sasl.kerberos.service.name": "kafka"}, "sasl.kerberos.service.name"),
     ({"listener.name.sasl_ssl.oauthbearer.sasl.server.callback.handler.class": "x"},
      "listener.name.sasl_ssl.oauthbearer.sasl.server.callback.handler.class"),
@@ -23,7 +33,7 @@ PLAIN = {"listeners": "PLAINTEXT://127.0.0.1:9092"}
 def test_each_security_property_not_served_yet_is_refused_by_name(extra: dict[str, str], named: str) -> None:
     with pytest.raises(ConfigError) as refused:
         BrokerConfig({**PLAIN, **extra})
-    assert named in str(refused.value) and "not yet OAUTHBEARER or GSSAPI" in str(refused.value)
+    assert named in str(refused.value) and "not yet GSSAPI" in str(refused.value)
 
 
 @pytest.mark.parametrize("listeners, protocol_map", [
@@ -64,9 +74,9 @@ def test_the_inter_broker_listener_must_exist_and_be_named_once(props: dict[str,
 
 def test_every_offender_is_named_at_once() -> None:
     with pytest.raises(ConfigError) as refused:
-        BrokerConfig({**PLAIN, "sasl.oauthbearer.expected.audience": "a", "principal.builder.class": "x",
+        BrokerConfig({**PLAIN, "sasl.oauthbearer.token.endpoint.url": "a", "principal.builder.class": "x",
                       "delegation.token.secret.key": "k"})
-    for named in ("sasl.oauthbearer.expected.audience", "principal.builder.class", "delegation.token.secret.key"):
+    for named in ("sasl.oauthbearer.token.endpoint.url", "principal.builder.class", "delegation.token.secret.key"):
         assert named in str(refused.value)
 
 
@@ -111,3 +121,24 @@ def test_effective_configuration_names_sources_and_hides_secrets() -> None:
     assert rows["log.retention.hours"][1] == "default"
     assert rows["password.encoder.secret"] == ("(hidden)", "server.properties (ignored: not used by Riverlog)")
     assert rows["foo"][1].endswith("(ignored: not used by Riverlog)")
+
+
+VALIDATOR = "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
+
+
+@pytest.mark.parametrize("served", [
+    {"sasl.oauthbearer.jwks.endpoint.url": "https://idp/jwks", "sasl.oauthbearer.expected.audience": "kafka",
+     "sasl.oauthbearer.expected.issuer": "https://idp", "sasl.oauthbearer.clock.skew.seconds": "10",
+     "sasl.oauthbearer.sub.claim.name": "client_id", "sasl.oauthbearer.scope.claim.name": "scp",
+     "sasl.oauthbearer.jwks.endpoint.refresh.ms": "60000", "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms": "50",
+     "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms": "500"},
+    {"sasl.server.callback.handler.class": VALIDATOR},
+    {"listener.name.sasl.oauthbearer.sasl.server.callback.handler.class": VALIDATOR,
+     "listener.name.sasl.oauthbearer.sasl.oauthbearer.jwks.endpoint.url": "file:/etc/jwks.json",
+     "listener.name.sasl.sasl.oauthbearer.expected.audience": "kafka",
+     "listener.name.sasl.oauthbearer.sasl.jaas.config":
+         "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;"},
+])
+def test_oauthbearer_validation_settings_load_and_are_known(served: dict[str, str]) -> None:
+    config = BrokerConfig({**PLAIN, **served})
+    assert config.unknown == []

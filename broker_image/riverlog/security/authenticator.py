@@ -8,10 +8,12 @@ listener enables (``sasl.enabled.mechanisms``, per listener as
 tokens until it is done: the connection's principal becomes ``User:<name>``. A failed exchange
 answers SASL_AUTHENTICATION_FAILED with Kafka's message, and the connection is closed.
 
-Re-authentication (KIP-368): with ``connections.max.reauth.ms`` > 0 the last SaslAuthenticate
-answer carries the session lifetime; before it runs out the client authenticates again on the
-same connection (a new SaslHandshake, then SaslAuthenticate), as the same principal. A request
-other than SaslHandshake after the session expired closes the connection.
+Re-authentication (KIP-368): the last SaslAuthenticate answer carries the session lifetime,
+Kafka's rule: ``connections.max.reauth.ms`` when > 0, the credential's remaining life when it
+expires (an OAUTHBEARER token's ``exp``), the smaller when both; none otherwise. Before it runs
+out the client authenticates again on the same connection (a new SaslHandshake, then
+SaslAuthenticate), as the same principal. A request other than SaslHandshake after the session
+expired closes the connection.
 
 Pure state machine: the caller gives the time; no I/O.
 """
@@ -24,21 +26,37 @@ from typing import Protocol
 
 from ..protocol.api_keys import ApiKey
 from ..protocol.errors import ErrorCode
+from .jwks import JwksCache
+from .jwt_validator import ValidationSettings
 from .principal import user
 from .sasl.errors import SaslAuthenticationError
+from .sasl.oauthbearer import MECHANISM as OAUTHBEARER
+from .sasl.oauthbearer import OAuthBearerServer
 from .sasl.plain import PlainServer
 from .sasl.scram import HASHES, ScramCredential, ScramServer
 
 PRE_AUTHENTICATION_APIS = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
-SERVED_MECHANISMS = ("PLAIN", *HASHES)
+SERVED_MECHANISMS = ("PLAIN", *HASHES, OAUTHBEARER)
 
 
 class Mechanism(Protocol):
     mechanism: str
     username: str
     done: bool
+    credential_expires_at_ms: int | None  # when what authenticated stops being valid, if ever
 
-    def step(self, token: bytes) -> bytes: ...
+    def step(self, token: bytes, now_ms: int) -> bytes: ...
+
+
+@dataclass(frozen=True)
+class OAuthBearerSettings:
+    """An OAUTHBEARER listener's token checks and where its keys come from."""
+
+    jwks_url: str
+    refresh_ms: int = 3_600_000
+    retry_backoff_ms: int = 100
+    retry_backoff_max_ms: int = 10_000
+    validation: ValidationSettings = field(default_factory=ValidationSettings)
 
 
 @dataclass(frozen=True)
@@ -48,7 +66,9 @@ class SaslSettings:
     listener: str
     mechanisms: tuple[str, ...]
     plain_passwords: dict[str, str] = field(default_factory=dict)  # PLAIN's user_<name> options
-    reauth_ms: int = 0  # connections.max.reauth.ms; 0: sessions never expire
+    reauth_ms: int = 0  # connections.max.reauth.ms; 0: sessions last as long as the credential
+    oauthbearer: OAuthBearerSettings | None = None  # when OAUTHBEARER is enabled
+    reauth_ms_by_mechanism: dict[str, int] = field(default_factory=dict)  # listener.name.<l>.<mechanism>. form
 
 
 @dataclass(frozen=True)
@@ -62,9 +82,11 @@ class AuthenticateAnswer:
 
 class SaslSession:
     def __init__(self, settings: SaslSettings,
-                 scram_credential: Callable[[str, str], ScramCredential | None]) -> None:
+                 scram_credential: Callable[[str, str], ScramCredential | None],
+                 jwks: JwksCache | None = None) -> None:
         self.settings = settings
         self._scram_credential = scram_credential
+        self._jwks = jwks  # the listener's OAUTHBEARER keys, kept current by the server
         self._mechanism: Mechanism | None = None
         self.state = "handshake"  # then "authenticate", then "authenticated" (or "failed")
         self.principal: str | None = None
@@ -102,6 +124,10 @@ class SaslSession:
     def _start(self, mechanism: str) -> Mechanism:
         if mechanism == "PLAIN":
             return PlainServer(self.settings.plain_passwords.get)
+        if mechanism == OAUTHBEARER:
+            oauth = self.settings.oauthbearer
+            assert oauth is not None and self._jwks is not None, "OAUTHBEARER enabled without its settings"
+            return OAuthBearerServer(oauth.validation, self._jwks)
         return ScramServer(mechanism, self._scram_credential)
 
     def authenticate(self, token: bytes, now_ms: int) -> AuthenticateAnswer:
@@ -110,7 +136,7 @@ class SaslSession:
             return AuthenticateAnswer(ErrorCode.ILLEGAL_SASL_STATE, "SaslAuthenticate request received "
                                       "outside a SASL exchange", b"", 0, close=self.state != "authenticated")
         try:
-            reply = mechanism.step(token)
+            reply = mechanism.step(token, now_ms)
         except SaslAuthenticationError as exc:
             self.state = "failed"
             return AuthenticateAnswer(ErrorCode.SASL_AUTHENTICATION_FAILED, str(exc), b"", 0, close=True)
@@ -124,6 +150,15 @@ class SaslSession:
                                       "Cannot change principals during re-authentication", b"", 0, close=True)
         self.principal = principal
         self.state = "authenticated"
-        lifetime = self.settings.reauth_ms
-        self.expires_at_ms = now_ms + lifetime if lifetime > 0 else None
-        return AuthenticateAnswer(ErrorCode.NONE, None, reply, lifetime, close=False)
+        reauth_ms = self.settings.reauth_ms_by_mechanism.get(mechanism.mechanism, self.settings.reauth_ms)
+        lifetime = session_lifetime_ms(reauth_ms, mechanism.credential_expires_at_ms, now_ms)
+        self.expires_at_ms = now_ms + lifetime if lifetime is not None else None
+        return AuthenticateAnswer(ErrorCode.NONE, None, reply, lifetime or 0, close=False)
+
+
+def session_lifetime_ms(reauth_ms: int, credential_expires_at_ms: int | None, now_ms: int) -> int | None:
+    """Kafka's SaslServerAuthenticator rule: None when the session never expires."""
+    limits = [reauth_ms] if reauth_ms > 0 else []
+    if credential_expires_at_ms is not None:
+        limits.append(credential_expires_at_ms - now_ms)
+    return max(0, min(limits)) if limits else None

@@ -174,6 +174,12 @@ def broker_client_security(config: BrokerConfig, listener: str, mechanism_key: s
     where = f"listener {listener} (this node's client side)"
     if protocol in SASL_PROTOCOLS:
         mechanism = config.get(mechanism_key).strip().upper()
+        if mechanism == "OAUTHBEARER":
+            raise ConfigError(f"{mechanism_key}=OAUTHBEARER (listener {listener}): Riverlog serves OAUTHBEARER to "
+                              "clients but a Riverlog node does not fetch tokens for itself (Kafka's "
+                              "OAuthBearerLoginCallbackHandler and sasl.login.*); authenticate node-to-node traffic "
+                              f"with SCRAM-SHA-512 or PLAIN: set {mechanism_key}=SCRAM-SHA-512 (or PLAIN) and enable "
+                              f"it on listener {listener} beside OAUTHBEARER")
         if mechanism not in CLIENT_MECHANISMS:
             raise ConfigError(f"listener {listener} speaks {protocol}, and this node authenticates to it with "
                               f"{mechanism_key}={mechanism or '(empty)'}, which Riverlog does not speak: set it "

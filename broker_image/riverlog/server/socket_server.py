@@ -39,6 +39,8 @@ from collections.abc import Callable, Iterable
 from ..config import BrokerConfig, Listener
 from ..metrics import Metrics
 from ..security.authenticator import SaslSession, SaslSettings
+from ..security.jwks import JwksCache
+from ..security.jwks_refresher import JwksRefresher
 from ..security.sasl.scram import ScramCredential
 from ..security.sasl_config import sasl_settings
 from ..security.tls import TlsContextSource, principal_rules, tls_sources
@@ -98,6 +100,9 @@ class SocketServer:
         # SASL listeners: what each enables; SCRAM credentials come from the metadata image.
         self.sasl: dict[str, SaslSettings] = sasl_settings(config) if config is not None else {}
         self._scram_credential = scram_credential or (lambda _user, _mechanism: None)
+        # OAUTHBEARER listeners: their JWKS keys, fetched and kept current (security/jwks_refresher.py).
+        self._jwks = {name: JwksCache(s.oauthbearer.jwks_url) for name, s in self.sasl.items() if s.oauthbearer}
+        self._jwks_refreshers: dict[str, JwksRefresher] = {}
         if metrics is not None:
             metrics.queued_request_bytes.set_function(
                 lambda: sum(g.pool.used for g in self._groups if g.pool is not None))
@@ -105,6 +110,8 @@ class SocketServer:
     async def listen(self, listeners: Iterable[Listener]) -> None:
         loop = asyncio.get_running_loop()
         listeners = list(listeners)
+        for listener in listeners:
+            await self._start_jwks_refresher(listener.name)
         opened: list[tuple[socket.socket, str]] = []
         try:
             for listener in listeners:
@@ -122,6 +129,15 @@ class SocketServer:
             self._sweeper = loop.create_task(self._sweep())
         if self.tls and self._tls_reloader is None:
             self._tls_reloader = loop.create_task(self._reload_tls())
+
+    async def _start_jwks_refresher(self, listener: str) -> None:
+        # Kafka fetches the keys before serving; so does this, once per listener.
+        settings = self.sasl.get(listener)
+        if settings is None or settings.oauthbearer is None or listener in self._jwks_refreshers:
+            return
+        refresher = JwksRefresher(self._jwks[listener], settings.oauthbearer, listener)
+        self._jwks_refreshers[listener] = refresher
+        await refresher.start()
 
     # Accepting ---------------------------------------------------------------------------
 
@@ -187,7 +203,8 @@ class SocketServer:
             conn = Connection(self._handler, max_frame=self._max_frame, max_queued=self._max_queued,
                               on_close=self._connection_closed, pool=group.pool, listener=listener, ip=ip,
                               tls=listener in self.tls, principal_rules=self._principal_rules.get(listener),
-                              sasl=SaslSession(sasl, self._scram_credential) if sasl is not None else None)
+                              sasl=SaslSession(sasl, self._scram_credential, self._jwks.get(listener))
+                              if sasl is not None else None)
             made.append(conn)
             self.connections.add(conn)
             self._group_of[conn] = group
@@ -321,6 +338,8 @@ class SocketServer:
             self._tls_reloader = None
         for handshake in list(self._handshakes):
             handshake.cancel()
+        for refresher in self._jwks_refreshers.values():
+            refresher.stop()
 
     def close(self) -> None:
         """Stop accepting and close every connection (what is already buffered still goes out)."""

@@ -20,9 +20,10 @@ class PlainServer:
         self.mechanism = MECHANISM
         self.username = ""
         self.done = False
+        self.credential_expires_at_ms: int | None = None  # passwords do not expire
         self._used = False
 
-    def step(self, token: bytes) -> bytes:
+    def step(self, token: bytes, now_ms: int = 0) -> bytes:
         if self._used:
             raise SaslAuthenticationError(MECHANISM, "an unexpected message")
         self._used = True

@@ -88,12 +88,13 @@ class ScramServer:
         self._known = False
         self.username = ""
         self.done = False
+        self.credential_expires_at_ms: int | None = None  # credentials do not expire
 
     def _fail(self, detail: str = "invalid credentials") -> SaslAuthenticationError:
         self._state = "failed"
         return SaslAuthenticationError(self.mechanism, detail)
 
-    def step(self, token: bytes) -> bytes:
+    def step(self, token: bytes, now_ms: int = 0) -> bytes:
         try:
             message = token.decode("utf-8")
         except UnicodeDecodeError:
