@@ -19,10 +19,51 @@ METRICS_PORT = 9404
 MAX_VOTERS = 3
 
 
+# Listener authentication types, Strimzi's names.
+AUTH_SCRAM = "scram-sha-512"
+AUTH_TLS = "tls"
+AUTH_OAUTH = "oauth"
+
+
+@dataclass(frozen=True)
+class ListenerAuthentication:
+    type: str  # AUTH_SCRAM, AUTH_TLS or AUTH_OAUTH
+    # OAUTHBEARER: where the identity provider publishes its keys, and what tokens must say.
+    jwks_endpoint_uri: str | None = None
+    valid_issuer_uri: str | None = None
+    audience: str | None = None
+
+    @classmethod
+    def from_dict(cls, item: Mapping[str, Any] | None) -> ListenerAuthentication | None:
+        if not item:
+            return None
+        return cls(type=str(item["type"]), jwks_endpoint_uri=item.get("jwksEndpointUri") or None,
+                   valid_issuer_uri=item.get("validIssuerUri") or None, audience=item.get("audience") or None)
+
+
 @dataclass(frozen=True)
 class ListenerSpec:
     name: str
     port: int
+    tls: bool = False
+    authentication: ListenerAuthentication | None = None
+
+    @property
+    def security_protocol(self) -> str:
+        """Kafka's protocol for the listener: TLS on or off, SASL for SCRAM and OAUTHBEARER
+        (TLS client authentication is SSL with ``ssl.client.auth=required``)."""
+        sasl = self.authentication is not None and self.authentication.type in (AUTH_SCRAM, AUTH_OAUTH)
+        if sasl:
+            return "SASL_SSL" if self.tls else "SASL_PLAINTEXT"
+        return "SSL" if self.tls else "PLAINTEXT"
+
+
+@dataclass(frozen=True)
+class AuthorizationSpec:
+    """``spec.authorization``: Kafka's StandardAuthorizer with these super users (besides the
+    brokers and the operator, always super users)."""
+
+    super_users: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -50,12 +91,24 @@ class ClusterSpec:
     rack_topology_key: str | None = None
     metrics_enabled: bool = True
     pod: PodTemplateSpec = field(default_factory=PodTemplateSpec)
+    authorization: AuthorizationSpec | None = None
+
+    @property
+    def secured(self) -> bool:
+        """Whether the cluster runs its certificate authorities: some listener speaks TLS or
+        authenticates, or authorization is on. Then the brokers' own traffic (replication, the
+        quorum) and the operator's calls go over mutual TLS too."""
+        return self.authorization is not None or any(
+            lst.tls or lst.authentication is not None for lst in self.listeners)
 
     @classmethod
     def from_dict(cls, spec: Mapping[str, Any]) -> ClusterSpec:
         storage = spec.get("storage") or {}
         pod = (spec.get("template") or {}).get("pod") or {}
-        listeners = tuple(ListenerSpec(str(item["name"]), int(item["port"])) for item in spec.get("listeners") or [])
+        listeners = tuple(ListenerSpec(str(item["name"]), int(item["port"]), bool(item.get("tls", False)),
+                                       ListenerAuthentication.from_dict(item.get("authentication")))
+                          for item in spec.get("listeners") or [])
+        authorization = spec.get("authorization")
         return cls(
             replicas=int(spec.get("replicas", DEFAULT_REPLICAS)),
             image=spec.get("image") or None,
@@ -78,6 +131,8 @@ class ClusterSpec:
                 termination_grace_period_seconds=int(pod.get("terminationGracePeriodSeconds",
                                                              DEFAULT_GRACE_SECONDS)),
             ),
+            authorization=None if authorization is None else AuthorizationSpec(
+                tuple(str(u) for u in authorization.get("superUsers") or [])),
         )
 
 

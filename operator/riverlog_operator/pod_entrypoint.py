@@ -8,7 +8,9 @@ A StatefulSet gives every pod the same template, so the shared server.properties
   and the CONTROLLER listener on their voter port; the others are brokers (observers);
 - ``advertised.listeners`` name the pod's stable DNS name under the headless Service;
 - ``broker.rack`` comes from the ``riverlog.dev/rack`` annotation the operator copies from the
-  node's topology label, read from a downward API file (waited for, bounded).
+  node's topology label, read from a downward API file (waited for, bounded);
+- in a secured cluster, ``ssl.keystore.location`` is the pod's own key and certificate,
+  ``<RIVERLOG_K8S_CERTS_DIR>/<pod>.pem`` in the Secret the operator keeps (issue #18).
 
 Then it replaces itself with ``python -m riverlog broker`` (exec: the broker gets SIGTERM).
 """
@@ -50,7 +52,7 @@ def rack_from_annotations(text: str) -> str | None:
 
 
 def per_pod_properties(shared: Mapping[str, str], pod_name: str, namespace: str, headless_service: str,
-                       rack: str | None) -> dict[str, str]:
+                       rack: str | None, certs_dir: str | None = None) -> dict[str, str]:
     node_id = ordinal_of(pod_name)
     voters = {v.node_id: v for v in parse_voters(shared.get("controller.quorum.voters", ""))}
     client_listeners = parse_listeners(shared.get("listeners", ""))
@@ -66,6 +68,8 @@ def per_pod_properties(shared: Mapping[str, str], pod_name: str, namespace: str,
         props["process.roles"] = "broker"
     if rack:
         props["broker.rack"] = rack
+    if certs_dir:
+        props["ssl.keystore.location"] = f"{certs_dir}/{pod_name}.pem"
     return props
 
 
@@ -100,7 +104,7 @@ def main(argv: list[str] | None = None, environ: Mapping[str, str] | None = None
             rack = wait_for_rack(Path(env["RIVERLOG_K8S_RACK_FILE"]), RACK_WAIT_SECONDS)
         shared = parse_properties(Path(args.config).read_text())
         props = per_pod_properties(shared, env["POD_NAME"], env["POD_NAMESPACE"],
-                                   env["RIVERLOG_K8S_HEADLESS_SERVICE"], rack)
+                                   env["RIVERLOG_K8S_HEADLESS_SERVICE"], rack, env.get("RIVERLOG_K8S_CERTS_DIR"))
     except (EntrypointError, KeyError, OSError, ValueError) as exc:
         print(f"riverlog-k8s-broker: {exc}", file=sys.stderr)
         return 2

@@ -1,0 +1,98 @@
+"""A secured Cluster's broker configuration (issue #18): what the operator writes is a
+configuration Riverlog's broker accepts and serves as asked. Listeners get Kafka's protocols
+from ``tls`` and ``authentication``; a REPLICATION listener and the CONTROLLER listener speak
+mutual TLS with the cluster CA; brokers and the operator map to super users; and the whole
+file, with a pod's own keystore from the entrypoint and real certificates from
+``certificates.py``, passes the broker's start-up checks (TLS files load, SASL parses, the
+node's client side towards other brokers and the controllers builds)."""
+
+from __future__ import annotations
+
+import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from riverlog.cli.broker_cmd import check_security
+from riverlog.config import BrokerConfig
+from riverlog.security.principal_mapping import parse_rules, principal_name
+from riverlog_operator.builders import BuildInputs, initial_voters
+from riverlog_operator.builders import config as config_builder
+from riverlog_operator.builders.common import bootstrap_service_name, headless_service_name
+from riverlog_operator.certificates import broker_dns_names, issue, new_ca
+from riverlog_operator.model import ClusterRef, ClusterSpec
+from riverlog_operator.pod_entrypoint import per_pod_properties
+
+pytestmark = pytest.mark.unit
+
+REF = ClusterRef("events", "prod", "6f1c2a4e-0000-4000-8000-000000000002")
+SECURED = {
+    "listeners": [
+        {"name": "PLAIN", "port": 9092},
+        {"name": "SCRAM", "port": 9094, "tls": True, "authentication": {"type": "scram-sha-512"}},
+        {"name": "MTLS", "port": 9095, "tls": True, "authentication": {"type": "tls"}},
+    ],
+    "authorization": {"superUsers": ["User:admin"]},
+}
+NOW = datetime.datetime.now(datetime.UTC)
+
+
+def props_of(spec: dict[str, Any]) -> dict[str, str]:
+    parsed = ClusterSpec.from_dict(spec)
+    return config_builder.server_properties(BuildInputs(REF, parsed, "riverlog:test", initial_voters(parsed.replicas)))
+
+
+def test_a_plaintext_cluster_is_unchanged() -> None:
+    props = props_of({})
+    assert props["listener.security.protocol.map"] == "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"
+    assert props["inter.broker.listener.name"] == "PLAINTEXT"
+    assert not any(key.startswith(("ssl.", "listener.name.", "authorizer.")) for key in props)
+
+
+def test_listeners_get_kafkas_protocols_and_the_cluster_its_own_mutual_tls() -> None:
+    props = props_of(SECURED)
+    assert props["listener.security.protocol.map"] == \
+        "PLAIN:PLAINTEXT,SCRAM:SASL_SSL,MTLS:SSL,REPLICATION:SSL,CONTROLLER:SSL"
+    assert props["listeners"] == "PLAIN://:9092,SCRAM://:9094,MTLS://:9095,REPLICATION://:9091"
+    assert props["inter.broker.listener.name"] == "REPLICATION"
+    assert props["listener.name.scram.sasl.enabled.mechanisms"] == "SCRAM-SHA-512"
+    assert props["listener.name.mtls.ssl.client.auth"] == "required"
+    assert props["listener.name.mtls.ssl.truststore.location"] == config_builder.CLIENTS_CA_FILE
+    assert props["listener.name.replication.ssl.truststore.location"] == config_builder.CLUSTER_CA_FILE
+    assert props["super.users"] == "User:riverlog-broker;User:riverlog-operator;User:admin"
+    assert props["authorizer.class.name"] == config_builder.STANDARD_AUTHORIZER
+
+
+def test_the_clusters_own_certificates_map_to_its_super_users() -> None:
+    rules = parse_rules(config_builder.INTERNAL_MAPPING_RULES)
+    assert principal_name(rules, "CN=events-2,OU=riverlog-brokers,O=riverlog.dev") == "riverlog-broker"
+    assert principal_name(rules, "CN=riverlog-operator,OU=riverlog-operator,O=riverlog.dev") == "riverlog-operator"
+    # Any other certificate the cluster CA might sign stays itself, never a super user.
+    assert principal_name(rules, "CN=events-2,OU=elsewhere,O=riverlog.dev") == "CN=events-2,OU=elsewhere,O=riverlog.dev"
+    client_rules = parse_rules(config_builder.CLIENT_MAPPING_RULES)
+    assert principal_name(client_rules, "CN=alice,OU=events,O=riverlog.dev") == "alice"
+
+
+def test_the_pods_configuration_passes_the_brokers_start_up_checks(tmp_path: Path) -> None:
+    cluster_ca, clients_ca = new_ca("cluster-ca", "events", NOW), new_ca("clients-ca", "events", NOW)
+    certs = tmp_path / "certs"
+    certs.mkdir()
+    names = broker_dns_names(REF.name, REF.namespace, 1, headless_service_name(REF.name),
+                             bootstrap_service_name(REF.name))
+    broker = issue(cluster_ca, "events-1", config_builder.BROKER_UNIT, NOW, datetime.timedelta(days=30),
+                   dns_names=names, server=True)
+    (certs / "events-1.pem").write_bytes(broker.keystore_pem)
+    (tmp_path / "cluster-ca.crt").write_bytes(cluster_ca.cert_pem)
+    (tmp_path / "clients-ca.crt").write_bytes(clients_ca.cert_pem)
+    text = config_builder.render_properties(props_of(SECURED), "test")
+    text = text.replace(config_builder.CLUSTER_CA_FILE, str(tmp_path / "cluster-ca.crt"))
+    text = text.replace(config_builder.CLIENTS_CA_FILE, str(tmp_path / "clients-ca.crt"))
+    from riverlog.config import parse_properties
+
+    shared = parse_properties(text)
+    pod = per_pod_properties(shared, "events-1", REF.namespace, headless_service_name(REF.name), None, str(certs))
+    assert pod["ssl.keystore.location"] == str(certs / "events-1.pem")
+    config = BrokerConfig({**shared, **pod, "log.dirs": str(tmp_path / "data")})
+    check_security(config)  # raises ConfigError on anything the broker would refuse at start
+    assert config.security_protocol("CONTROLLER") == "SSL"
+    assert config.inter_broker_listener() == "REPLICATION"
