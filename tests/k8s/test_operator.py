@@ -92,8 +92,8 @@ class OperatorProcess:
 @pytest.fixture(scope="module")
 def crds(kube: KubeCluster) -> None:
     kube.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRDS))
-    for name in ("clusters.riverlog.dev", "topics.riverlog.dev", "clusterkopfpeerings.kopf.dev",
-                 "kopfpeerings.kopf.dev"):
+    for name in ("clusters.riverlog.dev", "topics.riverlog.dev", "users.riverlog.dev",
+                 "clusterkopfpeerings.kopf.dev", "kopfpeerings.kopf.dev"):
         kube.kubectl("wait", "--for=condition=Established", f"crd/{name}", "--timeout=60s")
 
 
@@ -210,6 +210,86 @@ def test_crds_default_and_reject_invalid_resources(kube: KubeCluster, crds: None
     assert columns == ["NAME", "CLUSTER", "TOPIC", "PARTITIONS", "RF", "STATUS", "REASON", "AGE"]
     columns = kube.kubectl("get", "rlc", "-n", namespace).stdout.splitlines()[0].split()
     assert columns == ["NAME", "DESIRED", "READY", "CONTROLLER", "URP", "STATUS", "REASON", "AGE"]
+
+
+def test_crd_security_settings_are_checked(kube: KubeCluster, crds: None) -> None:
+    """Listener TLS and authentication and the Cluster's authorization (issue #18): contradictory
+    settings are refused by the API server with the CRD's CEL messages, valid ones kept whole."""
+    namespace = kube.namespace("crd-security")  # not watched by the operator: the API alone decides
+
+    def refused(doc: dict[str, Any], *needles: str) -> None:
+        proc = apply(kube, doc, check=False)
+        assert proc.returncode != 0, doc
+        for needle in needles:
+            assert needle in proc.stderr, proc.stderr
+
+    def listener(**fields: Any) -> dict[str, Any]:
+        return cluster_doc(namespace, listeners=[{"name": "SECURE", "port": 9094, **fields}])
+
+    refused(listener(authentication={"type": "tls"}), "authentication type tls needs tls true")
+    refused(listener(tls=True, authentication={"type": "oauth"}), "authentication type oauth needs jwksEndpointUri")
+    refused(listener(authentication={"type": "scram-sha-512", "audience": "kafka"}),
+            "belong to authentication type oauth")
+    refused(listener(tls=True, authentication={"type": "kerberos"}), "spec.listeners[0].authentication.type",
+            "Unsupported value")
+    refused(cluster_doc(namespace, listeners=[{"name": "REPLICATION", "port": 9095}]),
+            "REPLICATION is the brokers' own listener")
+    refused(cluster_doc(namespace, listeners=[{"name": "A", "port": 9091}]), "ports 9091 (replication)")
+    refused(cluster_doc(namespace, authorization={"superUsers": ["admin"]}), "spec.authorization.superUsers")
+
+    secured = cluster_doc(namespace, listeners=[
+        {"name": "PLAIN", "port": 9092},
+        {"name": "SCRAM", "port": 9094, "tls": True, "authentication": {"type": "scram-sha-512"}},
+        {"name": "MTLS", "port": 9095, "tls": True, "authentication": {"type": "tls"}},
+        {"name": "OAUTH", "port": 9096, "tls": True, "authentication": {
+            "type": "oauth", "jwksEndpointUri": "https://idp.example/jwks", "audience": "kafka"}},
+    ], authorization={"superUsers": ["User:admin"]})
+    stored = json.loads(kube.kubectl("apply", "--dry-run=server", "-o", "json", "-f", "-",
+                                     input=json.dumps(secured)).stdout)
+    assert stored["spec"]["listeners"] == secured["spec"]["listeners"]  # nothing pruned
+    assert stored["spec"]["authorization"] == {"type": "simple", "superUsers": ["User:admin"]}
+
+
+def user_doc(namespace: str, name: str, **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": "riverlog.dev/v1alpha1", "kind": "User", "metadata": {"name": name, "namespace": namespace},
+            "spec": {"clusterRef": {"name": "demo"}, "authentication": {"type": "scram-sha-512"}, **spec}}
+
+
+def test_user_crd_defaults_and_refuses_what_kafka_would_not_take(kube: KubeCluster, crds: None) -> None:
+    """The User resource (issue #18): ACL defaults as Strimzi's KafkaUser (literal pattern, any
+    host, allow), unknown operations and misnamed resources refused with CEL messages."""
+    namespace = kube.namespace("crd-users")
+
+    def refused(doc: dict[str, Any], *needles: str) -> None:
+        proc = apply(kube, doc, check=False)
+        assert proc.returncode != 0, doc
+        for needle in needles:
+            assert needle in proc.stderr, proc.stderr
+
+    acl = {"resource": {"type": "topic", "name": "orders"}, "operations": ["Read", "Describe"]}
+    alice = user_doc(namespace, "alice", authorization={"acls": [acl]}, quotas={"producerByteRate": 5242880})
+    stored = json.loads(kube.kubectl("apply", "--dry-run=server", "-o", "json", "-f", "-",
+                                     input=json.dumps(alice)).stdout)
+    assert stored["spec"]["authorization"] == {"type": "simple", "acls": [{
+        "resource": {"type": "topic", "name": "orders", "patternType": "literal"},
+        "operations": ["Read", "Describe"], "host": "*", "type": "allow"}]}
+
+    def with_acl(**changes: Any) -> dict[str, Any]:
+        return user_doc(namespace, "bob", authorization={"acls": [{**acl, **changes}]})
+
+    refused(with_acl(operations=["Read", "Fly"]), "unknown ACL operation")
+    refused(with_acl(resource={"type": "topic"}), "needs a name")
+    refused(with_acl(resource={"type": "cluster", "name": "prod"}), "no name but kafka-cluster")
+    refused(with_acl(resource={"type": "table", "name": "x"}), "Unsupported value")
+    refused(with_acl(type="maybe"), "Unsupported value")
+    refused(user_doc(namespace, "carol", authentication={"type": "oauth"}), "Unsupported value")
+    refused(user_doc(namespace, "dave", quotas={"producerByteRate": 0}), "spec.quotas.producerByteRate")
+    apply(kube, user_doc(namespace, "erin"))
+    refused(user_doc(namespace, "erin", authentication={"type": "tls"}), "authentication.type cannot change")
+    refused({**user_doc(namespace, "erin"), "spec": {**user_doc(namespace, "erin")["spec"],
+                                                     "clusterRef": {"name": "other"}}}, "clusterRef cannot change")
+    columns = kube.kubectl("get", "rlu", "-n", namespace).stdout.splitlines()[0].split()
+    assert columns == ["NAME", "CLUSTER", "AUTHENTICATION", "SECRET", "STATUS", "REASON", "AGE"]
 
 
 # --- Cluster ---------------------------------------------------------------------------------
