@@ -96,3 +96,63 @@ def test_the_pods_configuration_passes_the_brokers_start_up_checks(tmp_path: Pat
     check_security(config)  # raises ConfigError on anything the broker would refuse at start
     assert config.security_protocol("CONTROLLER") == "SSL"
     assert config.inter_broker_listener() == "REPLICATION"
+
+
+# --- key material: the CA and keystore Secrets ------------------------------------------------
+
+
+def _inputs(replicas: int = 3) -> BuildInputs:
+    parsed = ClusterSpec.from_dict({**SECURED, "replicas": replicas})
+    return BuildInputs(REF, parsed, "riverlog:test", initial_voters(3))
+
+
+def test_secured_pods_mount_their_key_material_and_expose_replication() -> None:
+    from riverlog_operator.builders.services import build_bootstrap_service
+    from riverlog_operator.builders.statefulset import build_statefulset
+
+    pod = build_statefulset(_inputs())["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    assert {"name": "RIVERLOG_K8S_CERTS_DIR", "value": config_builder.CERTS_DIR} in container["env"]
+    assert {m["mountPath"] for m in container["volumeMounts"]} >= {
+        config_builder.CERTS_DIR, "/etc/riverlog/cluster-ca", "/etc/riverlog/clients-ca"}
+    secrets = {v["name"]: v["secret"]["secretName"] for v in pod["volumes"] if "secret" in v}
+    assert secrets == {"broker-certs": "events-brokers", "cluster-ca": "events-cluster-ca-cert",
+                       "clients-ca": "events-clients-ca-cert"}
+    assert 9091 in [p["containerPort"] for p in container["ports"]]
+    assert 9091 in [p["port"] for p in build_bootstrap_service(_inputs())["spec"]["ports"]]
+
+
+def test_key_material_is_made_once_kept_and_renewed_when_due() -> None:
+    from riverlog_operator.builders.secrets import (
+        CertPolicy,
+        build_ca_secrets,
+        decoded,
+        plan_broker_keystores,
+        plan_ca,
+        signed_by,
+    )
+
+    policy = CertPolicy(ca_validity=datetime.timedelta(days=40), renew_before=datetime.timedelta(days=10))
+    first = plan_ca({}, "cluster-ca", "events", NOW, policy)
+    assert first.renewed and first.previous_cert is None
+    brokers = plan_broker_keystores(_inputs(), first.current, {}, NOW, policy)
+    assert sorted(brokers) == ["events-0.pem", "events-1.pem", "events-2.pem"]
+    # The next reconcile reads the same Secrets back and changes nothing.
+    secrets = {s["metadata"]["name"]: decoded(s) for s in build_ca_secrets(_inputs(), first, first, NOW)}
+    again = plan_ca(secrets["events-cluster-ca"], "cluster-ca", "events", NOW, policy)
+    assert not again.renewed and again.current == first.current
+    assert plan_broker_keystores(_inputs(), again.current, brokers, NOW, policy) == brokers
+    # Scaling out issues only the new broker's.
+    grown = plan_broker_keystores(_inputs(4), again.current, brokers, NOW, policy)
+    assert {k: grown[k] for k in brokers} == brokers and "events-3.pem" in grown
+    # Inside the renewal window: a new CA, the old one still trusted, every broker re-issued.
+    later = NOW + datetime.timedelta(days=35)
+    renewed = plan_ca(secrets["events-cluster-ca"], "cluster-ca", "events", later, policy)
+    assert renewed.renewed and renewed.previous_cert == first.current.cert_pem
+    assert renewed.bundle(later).count(b"BEGIN CERTIFICATE") == 2
+    reissued = plan_broker_keystores(_inputs(), renewed.current, brokers, later, policy)
+    for name, keystore in reissued.items():
+        assert keystore != brokers[name]
+        assert signed_by(keystore[keystore.index(b"-----BEGIN CERTIFICATE-----"):], renewed.current)
+    forced = plan_ca(secrets["events-cluster-ca"], "cluster-ca", "events", NOW, policy, force=True)
+    assert forced.renewed and forced.current != first.current

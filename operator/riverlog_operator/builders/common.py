@@ -61,6 +61,35 @@ def config_map_name(cluster: str) -> str:
     return f"{cluster}-config"
 
 
+def cluster_ca_secret_name(cluster: str) -> str:
+    """The cluster CA's key and certificate (the operator's alone)."""
+    return f"{cluster}-cluster-ca"
+
+
+def cluster_ca_cert_secret_name(cluster: str) -> str:
+    """The cluster CA's certificate bundle, public: what clients and brokers trust."""
+    return f"{cluster}-cluster-ca-cert"
+
+
+def clients_ca_secret_name(cluster: str) -> str:
+    return f"{cluster}-clients-ca"
+
+
+def clients_ca_cert_secret_name(cluster: str) -> str:
+    """The clients CA's certificate bundle: what TLS-authenticating listeners trust."""
+    return f"{cluster}-clients-ca-cert"
+
+
+def brokers_secret_name(cluster: str) -> str:
+    """Every broker's keystore, ``<pod>.pem``."""
+    return f"{cluster}-brokers"
+
+
+def operator_secret_name(cluster: str) -> str:
+    """The operator's own client keystore for this cluster (User:riverlog-operator)."""
+    return f"{cluster}-operator"
+
+
 def service_account_name(cluster: str) -> str:
     return f"{cluster}-broker"
 

@@ -6,11 +6,16 @@ from typing import Any
 
 from ..model import CONTROLLER_PORT, METRICS_PORT
 from .common import BuildInputs, bootstrap_service_name, headless_service_name, metadata, selector_labels
+from .config import REPLICATION_PORT
 
 
 def _client_ports(inputs: BuildInputs) -> list[dict[str, Any]]:
-    return [{"name": lst.name.lower().replace("_", "-"), "port": lst.port, "targetPort": lst.port,
-             "protocol": "TCP"} for lst in inputs.spec.listeners]
+    ports = [{"name": lst.name.lower().replace("_", "-"), "port": lst.port, "targetPort": lst.port,
+              "protocol": "TCP"} for lst in inputs.spec.listeners]
+    if inputs.spec.secured:  # the brokers' own listener, which the operator's admin calls use too
+        ports.append({"name": "replication", "port": REPLICATION_PORT, "targetPort": REPLICATION_PORT,
+                      "protocol": "TCP"})
+    return ports
 
 
 def build_headless_service(inputs: BuildInputs) -> dict[str, Any]:

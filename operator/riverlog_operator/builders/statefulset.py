@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import PurePosixPath
 from typing import Any
 
 from ..model import CONTROLLER_PORT, METRICS_PORT
@@ -12,6 +13,9 @@ from .common import (
     PODINFO_DIR,
     RUN_AS_USER,
     BuildInputs,
+    brokers_secret_name,
+    clients_ca_cert_secret_name,
+    cluster_ca_cert_secret_name,
     config_map_name,
     headless_service_name,
     labels,
@@ -20,7 +24,7 @@ from .common import (
     service_account_name,
     statefulset_name,
 )
-from .config import config_hash
+from .config import CERTS_DIR, CLIENTS_CA_FILE, CLUSTER_CA_FILE, REPLICATION_PORT, config_hash
 
 # The console script of riverlog_operator.pod_entrypoint, installed in the one image.
 ENTRYPOINT = "riverlog-k8s-broker"
@@ -66,6 +70,8 @@ def _container(inputs: BuildInputs) -> dict[str, Any]:
     spec = inputs.spec
     ports = [{"name": lst.name.lower().replace("_", "-"), "containerPort": lst.port, "protocol": "TCP"}
              for lst in spec.listeners]
+    if spec.secured:
+        ports.append({"name": "replication", "containerPort": REPLICATION_PORT, "protocol": "TCP"})
     ports += [{"name": "controller", "containerPort": CONTROLLER_PORT, "protocol": "TCP"},
               {"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"}]
     env: list[dict[str, Any]] = [
@@ -81,6 +87,13 @@ def _container(inputs: BuildInputs) -> dict[str, Any]:
     if spec.rack_topology_key:
         env.append({"name": "RIVERLOG_K8S_RACK_FILE", "value": f"{PODINFO_DIR}/annotations"})
         mounts.append({"name": "podinfo", "mountPath": PODINFO_DIR, "readOnly": True})
+    if spec.secured:
+        # Key material from the operator's Secrets, updated in place when certificates are
+        # renewed: the broker reloads changed files without a restart (ssl.file.reload.interval.ms).
+        env.append({"name": "RIVERLOG_K8S_CERTS_DIR", "value": CERTS_DIR})
+        mounts += [{"name": "broker-certs", "mountPath": CERTS_DIR, "readOnly": True},
+                   {"name": "cluster-ca", "mountPath": str(PurePosixPath(CLUSTER_CA_FILE).parent), "readOnly": True},
+                   {"name": "clients-ca", "mountPath": str(PurePosixPath(CLIENTS_CA_FILE).parent), "readOnly": True}]
     container: dict[str, Any] = {
         "name": "broker",
         "image": inputs.image,
@@ -114,6 +127,13 @@ def _volumes(inputs: BuildInputs) -> list[dict[str, Any]]:
     if inputs.spec.rack_topology_key:
         volumes.append({"name": "podinfo", "downwardAPI": {"items": [
             {"path": "annotations", "fieldRef": {"fieldPath": "metadata.annotations"}}]}})
+    if inputs.spec.secured:
+        cluster = inputs.ref.name
+        # Readable by the broker's group only (fsGroup): private keys never world-readable.
+        volumes += [{"name": "broker-certs",
+                     "secret": {"secretName": brokers_secret_name(cluster), "defaultMode": 0o440}},
+                    {"name": "cluster-ca", "secret": {"secretName": cluster_ca_cert_secret_name(cluster)}},
+                    {"name": "clients-ca", "secret": {"secretName": clients_ca_cert_secret_name(cluster)}}]
     return volumes
 
 
