@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from riverlog.client.admin import AdminClient
 from riverlog.client.errors import BrokerError, ClientError
 from riverlog.protocol.errors import KafkaError
+from riverlog.security.client_config import ClientSecurity
 
 from .placement import TopicPartition
 from .status import BrokerState
@@ -28,9 +29,11 @@ class ClusterSnapshot:
     reassigning: frozenset[TopicPartition]
 
 
-def admin_client(bootstrap: str) -> AdminClient:
+def admin_client(bootstrap: str, security: ClientSecurity | None = None) -> AdminClient:
+    """The operator's admin client; ``security``: its own mutual-TLS credentials on a secured
+    cluster (handlers/key_material.py)."""
     return AdminClient(bootstrap, client_id="riverlog-operator", connect_timeout=CONNECT_TIMEOUT,
-                       request_timeout=REQUEST_TIMEOUT, operation_timeout=OPERATION_TIMEOUT)
+                       request_timeout=REQUEST_TIMEOUT, operation_timeout=OPERATION_TIMEOUT, security=security)
 
 
 async def snapshot(admin: AdminClient) -> ClusterSnapshot:

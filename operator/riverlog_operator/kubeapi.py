@@ -30,6 +30,7 @@ SA_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 # kind -> (API path prefix, plural, namespaced) for every kind the operator touches.
 KINDS: dict[str, tuple[str, str, bool]] = {
     "ConfigMap": ("/api/v1", "configmaps", True),
+    "Secret": ("/api/v1", "secrets", True),
     "Service": ("/api/v1", "services", True),
     "ServiceAccount": ("/api/v1", "serviceaccounts", True),
     "Pod": ("/api/v1", "pods", True),
@@ -40,6 +41,7 @@ KINDS: dict[str, tuple[str, str, bool]] = {
     "PodDisruptionBudget": ("/apis/policy/v1", "poddisruptionbudgets", True),
     "Cluster": ("/apis/riverlog.dev/v1alpha1", "clusters", True),
     "Topic": ("/apis/riverlog.dev/v1alpha1", "topics", True),
+    "User": ("/apis/riverlog.dev/v1alpha1", "users", True),
     "ClusterKopfPeering": ("/apis/kopf.dev/v1", "clusterkopfpeerings", False),
 }
 

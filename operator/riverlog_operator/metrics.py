@@ -17,6 +17,9 @@ RECONCILE_SECONDS = Histogram("riverlog_operator_reconcile_duration_seconds", "T
                               buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60))
 ERRORS = Counter("riverlog_operator_reconcile_errors", "Reconciliations that failed, by kind and reason",
                  ["kind", "reason"], registry=REGISTRY)
+CA_EXPIRY = Gauge("riverlog_operator_ca_expiry_timestamp_seconds",
+                  "When a secured Cluster's certificate authority expires (Unix time)",
+                  ["namespace", "cluster", "ca"], registry=REGISTRY)
 MANAGED = Gauge("riverlog_operator_managed_resources", "Resources the operator reconciled at least once",
                 ["kind"], registry=REGISTRY)
 

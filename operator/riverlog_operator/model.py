@@ -59,6 +59,15 @@ class ListenerSpec:
 
 
 @dataclass(frozen=True)
+class CaSettings:
+    """``spec.certificateAuthority``: how long the CAs (and the certificates they sign) live and how
+    long before expiry they are renewed (Strimzi's validityDays and renewalDays)."""
+
+    validity_days: int = 365
+    renewal_days: int = 30
+
+
+@dataclass(frozen=True)
 class AuthorizationSpec:
     """``spec.authorization``: Kafka's StandardAuthorizer with these super users (besides the
     brokers and the operator, always super users)."""
@@ -92,6 +101,7 @@ class ClusterSpec:
     metrics_enabled: bool = True
     pod: PodTemplateSpec = field(default_factory=PodTemplateSpec)
     authorization: AuthorizationSpec | None = None
+    certificate_authority: CaSettings = field(default_factory=CaSettings)
 
     @property
     def secured(self) -> bool:
@@ -109,6 +119,7 @@ class ClusterSpec:
                                        ListenerAuthentication.from_dict(item.get("authentication")))
                           for item in spec.get("listeners") or [])
         authorization = spec.get("authorization")
+        ca = spec.get("certificateAuthority") or {}
         return cls(
             replicas=int(spec.get("replicas", DEFAULT_REPLICAS)),
             image=spec.get("image") or None,
@@ -133,6 +144,7 @@ class ClusterSpec:
             ),
             authorization=None if authorization is None else AuthorizationSpec(
                 tuple(str(u) for u in authorization.get("superUsers") or [])),
+            certificate_authority=CaSettings(int(ca.get("validityDays", 365)), int(ca.get("renewalDays", 30))),
         )
 
 

@@ -382,6 +382,74 @@ def test_cluster_creates_its_children_and_reports_status(kube: KubeCluster, oper
     assert "riverlog_operator_reconcile_duration_seconds_bucket" in metrics
 
 
+def secret_data(kube: KubeCluster, name: str, namespace: str) -> dict[str, bytes]:
+    import base64
+
+    obj = get(kube, "secret", name, namespace)
+    return {k: base64.b64decode(v) for k, v in ((obj or {}).get("data") or {}).items()}
+
+
+def test_a_secured_cluster_gets_its_certificate_authorities_and_renews_on_request(
+        kube: KubeCluster, operator_log: OperatorProcess) -> None:
+    """Issue #18: a Cluster with TLS and SCRAM listeners and authorization gets its cluster and
+    clients CAs, a keystore per broker naming its DNS names, the operator's own keystore, the
+    brokers configured to use them, the CAs' expiry in its status; the force-renew annotation
+    makes a new cluster CA whose bundle still trusts the old one, re-issues every broker, and is
+    taken off again."""
+    from cryptography import x509
+
+    namespace = kube.namespace(f"{PREFIX}-secured")
+    apply(kube, cluster_doc(namespace, listeners=[
+        {"name": "PLAIN", "port": 9092},
+        {"name": "SECURE", "port": 9094, "tls": True, "authentication": {"type": "scram-sha-512"}},
+        {"name": "MTLS", "port": 9095, "tls": True, "authentication": {"type": "tls"}}],
+        authorization={"superUsers": ["User:admin"]}))
+    wait_children(kube, namespace)
+    names = ("demo-cluster-ca", "demo-cluster-ca-cert", "demo-clients-ca", "demo-clients-ca-cert", "demo-brokers",
+             "demo-operator")
+    wait_until(lambda: all(get(kube, "secret", n, namespace) for n in names), WAIT, "the key material Secrets")
+    cluster_ca = secret_data(kube, "demo-cluster-ca", namespace)
+    assert set(cluster_ca) == {"ca.key", "ca.crt"}
+    assert secret_data(kube, "demo-cluster-ca-cert", namespace) == {"ca.crt": cluster_ca["ca.crt"]}  # no key
+    brokers = secret_data(kube, "demo-brokers", namespace)
+    assert sorted(brokers) == ["demo-0.pem", "demo-1.pem", "demo-2.pem"]
+    leaf = x509.load_pem_x509_certificate(brokers["demo-1.pem"])
+    dns = leaf.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(x509.DNSName)
+    assert f"demo-1.demo-brokers.{namespace}.svc" in dns and f"demo-bootstrap.{namespace}.svc" in dns
+    for secret in names:
+        owners = get(kube, "secret", secret, namespace)["metadata"]["ownerReferences"]  # type: ignore[index]
+        assert [o["kind"] for o in owners] == ["Cluster"]  # deleted with the Cluster
+
+    props = get(kube, "configmap", "demo-config", namespace)["data"]["server.properties"]  # type: ignore[index]
+    for line in ("listener.security.protocol.map=PLAIN:PLAINTEXT,SECURE:SASL_SSL,MTLS:SSL,REPLICATION:SSL,"
+                 "CONTROLLER:SSL", "inter.broker.listener.name=REPLICATION",
+                 "super.users=User:riverlog-broker;User:riverlog-operator;User:admin"):
+        assert line in props.splitlines(), props
+    volumes = {v["name"]: v for v in statefulset(kube, namespace)["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["broker-certs"]["secret"]["secretName"] == "demo-brokers"
+
+    def expiry() -> str | None:
+        status = (get(kube, "clusters.riverlog.dev", "demo", namespace) or {}).get("status") or {}
+        return ((status.get("certificateAuthorities") or {}).get("cluster") or {}).get("notAfter")
+
+    first_expiry = wait_until(expiry, WAIT, "the cluster CA's expiry in the status")
+    assert first_expiry == x509.load_pem_x509_certificate(cluster_ca["ca.crt"]).not_valid_after_utc.strftime(
+        "%Y-%m-%dT%H:%M:%SZ")
+
+    kube.kubectl("annotate", "clusters.riverlog.dev/demo", "-n", namespace, "riverlog.dev/force-renew-ca=cluster")
+    wait_until(lambda: secret_data(kube, "demo-cluster-ca", namespace).get("ca.crt")
+               not in (None, cluster_ca["ca.crt"]), WAIT, "a renewed cluster CA")
+    renewed = secret_data(kube, "demo-cluster-ca", namespace)
+    assert renewed["previous-ca.crt"] == cluster_ca["ca.crt"]
+    wait_until(lambda: secret_data(kube, "demo-cluster-ca-cert", namespace)["ca.crt"].count(b"BEGIN CERTIFICATE") == 2,
+               WAIT, "a bundle trusting both CAs")
+    wait_until(lambda: all(v != brokers[k] for k, v in secret_data(kube, "demo-brokers", namespace).items()),
+               WAIT, "every broker keystore issued again")
+    wait_until(lambda: "riverlog.dev/force-renew-ca" not in (
+        (get(kube, "clusters.riverlog.dev", "demo", namespace) or {})["metadata"].get("annotations") or {}),
+        WAIT, "the annotation taken off")
+
+
 def test_spec_change_patches_the_statefulset_and_rolls_pods(kube: KubeCluster,
                                                            operator_log: OperatorProcess) -> None:
     namespace = kube.namespace(f"{PREFIX}-roll")

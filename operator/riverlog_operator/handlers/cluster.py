@@ -9,6 +9,7 @@ can all call it; a lock per object keeps them from running at once.
 from __future__ import annotations
 
 import contextlib
+import datetime
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -21,11 +22,13 @@ from ..builders.common import selector_string
 from ..builders.config import cluster_id
 from ..builders.statefulset import RACK_ANNOTATION
 from ..kubeapi import ApiError, KubeApi
+from ..metrics import CA_EXPIRY
 from ..model import ClusterRef, ClusterSpec
 from ..placement import PlacementError, drain_plan, spread_plan
 from ..rolling import PodState, next_pod_to_roll
 from ..status import ClusterObservation, cluster_conditions
 from .common import BOOTSTRAP_ANNOTATION, MANUAL_ROLL_ANNOTATION, PAUSE_ANNOTATION, bootstrap_for, now, truthy
+from .key_material import FORCE_RENEW_ANNOTATION, operator_bootstrap, operator_security, plan_key_material
 
 log = logging.getLogger(__name__)
 
@@ -142,18 +145,26 @@ async def reconcile_cluster(api: KubeApi, body: Mapping[str, Any], default_image
     current = int(sts["spec"]["replicas"]) if sts else spec.replicas
     ready = int(((sts or {}).get("status") or {}).get("readyReplicas") or 0)
     bootstrap = bootstrap_for(name, namespace, annotations, spec)
+    security = None
+    if spec.secured:
+        # The operator's own admin calls: mutual TLS on the brokers' REPLICATION listener.
+        security = await operator_security(api, name, namespace)
+        if not annotations.get(BOOTSTRAP_ANNOTATION):
+            bootstrap = operator_bootstrap(name, namespace)
 
     async with contextlib.AsyncExitStack() as stack:
         admin: AdminClient | None = None
         snap: brokers.ClusterSnapshot | None = None
         unreachable: str | None = None
-        if ready > 0 or annotations.get(BOOTSTRAP_ANNOTATION):
-            admin = await stack.enter_async_context(brokers.admin_client(bootstrap))
+        if (ready > 0 or annotations.get(BOOTSTRAP_ANNOTATION)) and (security is not None or not spec.secured):
+            admin = await stack.enter_async_context(brokers.admin_client(bootstrap, security))
             try:
                 snap = await brokers.snapshot(admin)
             except Exception as exc:  # any failure to ask is reported, never a crash loop
                 unreachable = f"cannot query the brokers at {bootstrap}: {brokers.describe_error(exc)}"
                 admin = None
+        elif spec.secured and security is None:
+            unreachable = "the operator's credentials for this cluster do not exist yet"
         else:
             unreachable = "no broker is ready"
 
@@ -163,7 +174,23 @@ async def reconcile_cluster(api: KubeApi, body: Mapping[str, Any], default_image
 
     inputs = BuildInputs(ClusterRef(name, namespace, uid), spec, default_image, voters, apply_replicas, restart_token)
     failure: ApiError | None = None
+    key_material = None
     try:
+        if spec.secured:
+            # Certificates before the pods that mount them; renewed ones reach running brokers
+            # through the mounted Secrets, and the brokers reload them without a restart.
+            key_material = await plan_key_material(api, inputs, annotations, datetime.datetime.now(datetime.UTC))
+            for secret in key_material.secrets:
+                await api.apply(secret)
+            if key_material.renewed:
+                log.info("cluster %s/%s: %s CA made or renewed", namespace, name, " and ".join(key_material.renewed))
+            if annotations.get(FORCE_RENEW_ANNOTATION):
+                await api.merge_patch("Cluster", name, namespace,
+                                      {"metadata": {"annotations": {FORCE_RENEW_ANNOTATION: None}}})
+            for kind, ca in key_material.status.items():
+                CA_EXPIRY.labels(namespace, name, kind).set(
+                    datetime.datetime.strptime(ca["notAfter"], "%Y-%m-%dT%H:%M:%SZ")
+                    .replace(tzinfo=datetime.UTC).timestamp())
         for manifest in build_cluster(inputs):
             applied = await api.apply(manifest)
             if manifest["kind"] == "StatefulSet":
@@ -218,6 +245,8 @@ async def reconcile_cluster(api: KubeApi, body: Mapping[str, Any], default_image
         "rebalancedReplicas": rebalanced,
         "conditions": cluster_conditions(obs, generation, now(), previous),
     }
+    if key_material is not None:
+        new_status["certificateAuthorities"] = key_material.status
     await api.merge_patch("Cluster", name, namespace, {"status": new_status}, subresource="status")
     if failure is not None:
         raise ReconcileError(str(failure))

@@ -7,7 +7,6 @@ import datetime
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from ..builders.common import bootstrap_service_name
 from ..kubeapi import KubeApi
@@ -54,9 +53,3 @@ def bootstrap_for(name: str, namespace: str, annotations: Mapping[str, str], spe
     if override:
         return override
     return f"{bootstrap_service_name(name)}.{namespace}.svc:{spec.listeners[0].port}"
-
-
-def cluster_bootstrap(cluster: Mapping[str, Any]) -> str:
-    meta = cluster["metadata"]
-    return bootstrap_for(meta["name"], meta["namespace"], meta.get("annotations") or {},
-                         ClusterSpec.from_dict(cluster.get("spec") or {}))

@@ -21,7 +21,8 @@ from ..kubeapi import KubeApi
 from ..model import ClusterSpec, TopicSpec
 from ..placement import PlacementError, replication_plan
 from ..status import topic_ready
-from .common import cluster_bootstrap, now
+from .common import now
+from .key_material import admin_endpoint
 
 log = logging.getLogger(__name__)
 
@@ -128,9 +129,9 @@ async def reconcile_topic(api: KubeApi, body: Mapping[str, Any]) -> None:
     if cluster is None:
         await write(False, "ClusterNotFound", f"no Cluster {spec.cluster!r} in namespace {namespace}")
         return
-    bootstrap = cluster_bootstrap(cluster)
+    bootstrap, security = await admin_endpoint(api, cluster)
     try:
-        async with brokers.admin_client(bootstrap) as admin:
+        async with brokers.admin_client(bootstrap, security) as admin:
             topic, notes, in_sync = await _converge(admin, spec, spec_changed,
                                                     ClusterSpec.from_dict(cluster.get("spec") or {}).replicas)
     except BrokerError as exc:
@@ -166,9 +167,9 @@ async def delete_topic(api: KubeApi, body: Mapping[str, Any]) -> None:
     cluster = await api.get("Cluster", spec.cluster, meta["namespace"])
     if cluster is None or cluster["metadata"].get("deletionTimestamp"):
         return  # the whole cluster goes (or went): nothing to delete the topic from
-    bootstrap = cluster_bootstrap(cluster)
+    bootstrap, security = await admin_endpoint(api, cluster)
     try:
-        async with brokers.admin_client(bootstrap) as admin:
+        async with brokers.admin_client(bootstrap, security) as admin:
             await admin.delete_topic(spec.topic_name)
     except BrokerError as exc:
         if exc.code != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
