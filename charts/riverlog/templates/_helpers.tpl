@@ -106,4 +106,10 @@ riverlog-operator
 - apiGroups: [""]
   resources: [events]
   verbs: [create]
+# Key material of secured Clusters (issue #18): CAs, keystores, Users' credentials. Read by name
+# and written, never listed or watched (the operator cannot enumerate a namespace's Secrets);
+# the chart's ValidatingAdmissionPolicy refuses any write to a Secret the operator does not own.
+- apiGroups: [""]
+  resources: [secrets]
+  verbs: [get, create, patch]
 {{- end -}}
