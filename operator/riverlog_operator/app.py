@@ -1,4 +1,4 @@
-"""Kopf wiring: settings, handlers for Cluster and Topic, metrics, peering.
+"""Kopf wiring: settings, handlers for Cluster, Topic and User, metrics, peering.
 
 Importing this module registers the handlers in kopf's default registry; ``__main__`` runs
 them. Every handler calls one level-triggered reconcile function (``handlers/``).
@@ -17,6 +17,7 @@ from . import GROUP, VERSION, metrics
 from .handlers.cluster import ReconcileError, reconcile_cluster
 from .handlers.common import STATE
 from .handlers.topic import TopicRetry, delete_topic, reconcile_topic
+from .handlers.user import UserRetry, delete_user, reconcile_user
 from .kubeapi import ApiError
 
 log = logging.getLogger(__name__)
@@ -173,3 +174,38 @@ def peering_priority() -> int:
     """Distinct per replica: kopf pauses every replica when two share the top priority."""
     configured = os.environ.get("RIVERLOG_OPERATOR_PRIORITY")
     return int(configured) if configured else random.randint(1, 1 << 30)
+
+
+async def _user(body: kopf.Body) -> None:
+    async with STATE.lock(body["metadata"]["uid"]):
+        with metrics.timed("User"):
+            try:
+                fresh = await STATE.kube().get("User", body["metadata"]["name"], body["metadata"]["namespace"])
+                if fresh is None or fresh["metadata"].get("deletionTimestamp"):
+                    return
+                await reconcile_user(STATE.kube(), fresh)
+            except (UserRetry, ApiError) as exc:
+                raise kopf.TemporaryError(str(exc), delay=RETRY_SECONDS) from exc
+
+
+@kopf.on.resume(GROUP, VERSION, "users")
+@kopf.on.create(GROUP, VERSION, "users")
+@kopf.on.update(GROUP, VERSION, "users")
+async def user_changed(body: kopf.Body, **_: Any) -> None:
+    await _user(body)
+
+
+@kopf.timer(GROUP, VERSION, "users", interval=TOPIC_RESYNC_SECONDS, initial_delay=TOPIC_RESYNC_SECONDS)
+async def user_resync(body: kopf.Body, **_: Any) -> None:
+    # ACLs or quotas changed with Kafka's tools, or a certificate due for renewal: put it right.
+    await _user(body)
+
+
+@kopf.on.delete(GROUP, VERSION, "users")
+async def user_deleted(body: kopf.Body, **_: Any) -> None:
+    async with STATE.lock(body["metadata"]["uid"]):
+        with metrics.timed("UserDeletion"):
+            try:
+                await delete_user(STATE.kube(), body)
+            except (UserRetry, ApiError) as exc:
+                raise kopf.TemporaryError(str(exc), delay=RETRY_SECONDS) from exc

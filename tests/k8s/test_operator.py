@@ -894,3 +894,138 @@ def test_rolling_restart_waits_for_answering_brokers_without_under_replication(
             current["metadata"]["labels"]["controller-revision-hash"] == revision
 
     wait_until(restarted, WAIT, "demo-0 recreated on the new revision")
+
+
+# --- Users (issue #18) -----------------------------------------------------------------------
+
+
+def test_users_get_credentials_acls_and_quotas_and_lose_them_when_deleted(
+        kube: KubeCluster, operator_log: OperatorProcess, tmp_path: Path) -> None:
+    """A secured Cluster pointed at a real Riverlog broker on loopback whose REPLICATION-like
+    listener trusts the Cluster's own CA (the operator's admin calls use its certificate there)
+    and whose SASL_SSL and mutual-TLS listeners serve clients with certificates of that CA. A User
+    with ACLs gets its Secret and produces and consumes with it; one without ACLs is denied; a TLS
+    User logs in with the certificate in its Secret; quotas reach the cluster; deleting a User
+    revokes its access and its ACLs."""
+    import datetime
+
+    from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+    from riverlog.client.quotas import describe_user_quotas
+    from riverlog_operator.builders import config as config_builder
+    from riverlog_operator.certificates import Issued, issue
+
+    namespace = kube.namespace(f"{PREFIX}-users")
+    broker = BrokerProcess(tmp_path / "broker", target="riverlog")
+    repl = broker.add_listener("REPL", "SSL", advertised_host="localhost")
+    secure = broker.add_listener("SECURE", "SASL_SSL", advertised_host="localhost")
+    mtls = broker.add_listener("MTLS", "SSL", advertised_host="localhost")
+    apply(kube, cluster_doc(namespace, annotations={"riverlog.dev/bootstrap-servers": f"localhost:{repl}"},
+                            replicas=1, listeners=[{"name": "PLAIN", "port": 9092},
+                                                   {"name": "SECURE", "port": 9094, "tls": True,
+                                                    "authentication": {"type": "scram-sha-512"}}],
+                            authorization={"superUsers": ["User:ANONYMOUS"]}))
+    wait_until(lambda: get(kube, "secret", "demo-clients-ca", namespace) and get(kube, "secret", "demo-operator",
+                                                                                   namespace), WAIT, "the CAs")
+    cluster_ca = secret_data(kube, "demo-cluster-ca", namespace)
+    clients_ca = secret_data(kube, "demo-clients-ca", namespace)
+    now_ = datetime.datetime.now(datetime.UTC)
+    keystore = tmp_path / "broker.pem"
+    ca = Issued(cluster_ca["ca.key"], cluster_ca["ca.crt"])
+    keystore.write_bytes(issue(ca, "broker-0", config_builder.BROKER_UNIT, now_, datetime.timedelta(days=2),
+                               dns_names=("localhost",), server=True).keystore_pem)
+    (tmp_path / "cluster-ca.pem").write_bytes(cluster_ca["ca.crt"])
+    (tmp_path / "clients-ca.pem").write_bytes(clients_ca["ca.crt"])
+    broker.overrides.update({
+        "ssl.keystore.type": "PEM", "ssl.keystore.location": str(keystore),
+        "listener.name.repl.ssl.client.auth": "required",
+        "listener.name.repl.ssl.truststore.location": str(tmp_path / "cluster-ca.pem"),
+        "listener.name.repl.ssl.principal.mapping.rules": config_builder.INTERNAL_MAPPING_RULES,
+        "listener.name.mtls.ssl.client.auth": "required",
+        "listener.name.mtls.ssl.truststore.location": str(tmp_path / "clients-ca.pem"),
+        "listener.name.mtls.ssl.principal.mapping.rules": config_builder.CLIENT_MAPPING_RULES,
+        "listener.name.secure.sasl.enabled.mechanisms": "SCRAM-SHA-512",
+        "listener.name.secure.scram-sha-512.sasl.jaas.config": config_builder.SCRAM_LOGIN,
+        "authorizer.class.name": config_builder.STANDARD_AUTHORIZER,
+        # The harness's PLAINTEXT listener (and the single node's controller) are ANONYMOUS.
+        "super.users": "User:riverlog-broker;User:riverlog-operator;User:ANONYMOUS",
+    })
+    broker.start()
+    try:
+        admin_conf = {"bootstrap.servers": broker.bootstrap}
+        from confluent_kafka.admin import AdminClient as KafkaAdmin
+        from confluent_kafka.admin import NewTopic
+
+        kafka_admin = KafkaAdmin(admin_conf)
+        kafka_admin.create_topics([NewTopic("orders", 1, 1)])["orders"].result(30)
+
+        acls = {"acls": [{"resource": {"type": "topic", "name": "orders"}, "operations": ["Write", "Read", "Describe"]},
+                         {"resource": {"type": "group", "name": "readers-", "patternType": "prefix"},
+                          "operations": ["Read"]}]}
+        apply(kube, user_doc(namespace, "alice", authorization=acls, quotas={"producerByteRate": 1048576}),
+              user_doc(namespace, "bob"),
+              user_doc(namespace, "dave", authentication={"type": "tls"}, authorization=acls))
+
+        def ready(user: str) -> bool:
+            return condition(get(kube, "users.riverlog.dev", user, namespace), "Ready").get("status") == "True"
+
+        for user in ("alice", "bob", "dave"):
+            wait_until(lambda user=user: ready(user), WAIT, f"User {user} ready")
+        password = secret_data(kube, "alice", namespace)["password"].decode()
+        ca_bundle = tmp_path / "bundle.pem"
+        ca_bundle.write_bytes(secret_data(kube, "demo-cluster-ca-cert", namespace)["ca.crt"])
+
+        def sasl(user: str, secret: str) -> dict[str, Any]:
+            return {"bootstrap.servers": f"localhost:{secure}", "security.protocol": "sasl_ssl",
+                    "ssl.ca.location": str(ca_bundle), "sasl.mechanism": "SCRAM-SHA-512",
+                    "sasl.username": user, "sasl.password": secret}
+
+        def produce(conf: dict[str, Any], value: bytes) -> object:
+            results: list[object] = []
+            producer = Producer({**conf, "message.timeout.ms": 10000, "error_cb": results.append})
+            producer.produce("orders", value, on_delivery=lambda err, _m: results.append(err))
+            producer.flush(20)
+            return results[-1] if results else "no answer"
+
+        assert produce(sasl("alice", password), b"from-alice") is None
+        consumer = Consumer({**sasl("alice", password), "group.id": "readers-1", "enable.auto.commit": False})
+        consumer.assign([TopicPartition("orders", 0, 0)])
+        msg = None
+        for _ in range(40):
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                break
+        consumer.close()
+        assert msg is not None and msg.error() is None and msg.value() == b"from-alice"
+
+        denied = produce(sasl("bob", secret_data(kube, "bob", namespace)["password"].decode()), b"from-bob")
+        assert isinstance(denied, KafkaError) and denied.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, denied
+
+        dave = secret_data(kube, "dave", namespace)
+        (tmp_path / "dave.crt").write_bytes(dave["user.crt"])
+        (tmp_path / "dave.key").write_bytes(dave["user.key"])
+        tls_conf = {"bootstrap.servers": f"localhost:{mtls}", "security.protocol": "ssl",
+                    "ssl.ca.location": str(ca_bundle), "ssl.certificate.location": str(tmp_path / "dave.crt"),
+                    "ssl.key.location": str(tmp_path / "dave.key")}
+        assert produce(tls_conf, b"from-dave") is None
+
+        async def alice_quotas() -> dict[str, float]:
+            from riverlog.client.admin import AdminClient as RiverlogAdmin
+
+            async with RiverlogAdmin(broker.bootstrap) as admin:
+                return await describe_user_quotas(admin, "alice")
+
+        assert asyncio.run(alice_quotas()) == {"producer_byte_rate": 1048576.0}
+
+        kube.kubectl("delete", "users.riverlog.dev", "alice", "-n", namespace)
+        wait_until(lambda: get(kube, "users.riverlog.dev", "alice", namespace) is None, WAIT, "alice removed")
+        wait_until(lambda: produce(sasl("alice", password), b"after") is not None, WAIT, "alice's access revoked")
+        assert asyncio.run(alice_quotas()) == {}
+        from confluent_kafka.admin import AclBindingFilter, AclOperation, AclPermissionType, ResourcePatternType
+        from confluent_kafka.admin import ResourceType as KafkaResourceType
+
+        left = kafka_admin.describe_acls(AclBindingFilter(
+            KafkaResourceType.ANY, None, ResourcePatternType.ANY, "User:alice", None, AclOperation.ANY,
+            AclPermissionType.ANY)).result(30)
+        assert left == []
+    finally:
+        broker.close()

@@ -72,15 +72,16 @@ riverlog-operator
 # Cluster and Topic resources: kopf watches them and patches its finalizer and progress
 # annotations onto them; the handlers write their status.
 - apiGroups: [riverlog.dev]
-  resources: [clusters, topics]
+  resources: [clusters, topics, users]
   verbs: [get, list, watch, patch]
 - apiGroups: [riverlog.dev]
-  resources: [clusters/status, topics/status]
+  resources: [clusters/status, topics/status, users/status]
   verbs: [get, patch]
 # Children carry ownerReferences with blockOwnerDeletion, which needs update on the owner's
-# finalizers (the OwnerReferencesPermissionEnforcement admission plugin checks it).
+# finalizers (the OwnerReferencesPermissionEnforcement admission plugin checks it); a User owns
+# its credentials Secret.
 - apiGroups: [riverlog.dev]
-  resources: [clusters/finalizers]
+  resources: [clusters/finalizers, users/finalizers]
   verbs: [update]
 # What the builders make, applied with server-side apply (create when absent, else patch).
 # Deletion is left to the garbage collector (owner references).

@@ -57,7 +57,15 @@ def security_from_keystore(keystore: bytes, bundle: bytes) -> ClientSecurity:
 
 
 def cert_policy(inputs: BuildInputs) -> CertPolicy:
-    ca = inputs.spec.certificate_authority
+    return _policy(inputs.spec)
+
+
+def cert_policy_of(cluster: Mapping[str, Any]) -> CertPolicy:
+    return _policy(ClusterSpec.from_dict(cluster.get("spec") or {}))
+
+
+def _policy(spec: ClusterSpec) -> CertPolicy:
+    ca = spec.certificate_authority
     validity = datetime.timedelta(days=ca.validity_days)
     return CertPolicy(ca_validity=validity, cert_validity=validity,
                       renew_before=datetime.timedelta(days=ca.renewal_days))
