@@ -19,7 +19,8 @@ ERRORS = Counter("riverlog_operator_reconcile_errors", "Reconciliations that fai
                  ["kind", "reason"], registry=REGISTRY)
 CA_EXPIRY = Gauge("riverlog_operator_ca_expiry_timestamp_seconds",
                   "When a secured Cluster's certificate authority expires (Unix time)",
-                  ["namespace", "cluster", "ca"], registry=REGISTRY)
+                  # not "namespace": Prometheus sets that label to the operator pod's own
+                  ["cluster_namespace", "cluster", "ca"], registry=REGISTRY)
 MANAGED = Gauge("riverlog_operator_managed_resources", "Resources the operator reconciled at least once",
                 ["kind"], registry=REGISTRY)
 

@@ -316,6 +316,11 @@ def test_alert_rules_fire_when_they_should(helm_env: dict[str, str], tmp_path: P
             series("riverlog_offline_log_dirs_count", "0x22", pod="calm-0", **calm),
             series("riverlog_consumer_group_lag", "10x22", group="fast", topic="orders", partition="0", **calm),
             series("riverlog_transaction_oldest_open_seconds", "30x22", pod="calm-0", **calm),
+            # The operator's CA expiry gauge: demo's cluster CA ten days out, calm's a year.
+            {"series": 'riverlog_operator_ca_expiry_timestamp_seconds{cluster_namespace="prod",cluster="demo",'
+                       'ca="cluster"}', "values": "864000x22"},
+            {"series": 'riverlog_operator_ca_expiry_timestamp_seconds{cluster_namespace="prod",cluster="calm",'
+                       'ca="cluster"}', "values": "31536000x22"},
         ],
         "alert_rule_test": [
             {"eval_time": "2m", "alertname": "RiverlogActiveControllerAbsent", "exp_alerts": []},
@@ -343,6 +348,11 @@ def test_alert_rules_fire_when_they_should(helm_env: dict[str, str], tmp_path: P
                 "exp_labels": {"severity": "warning", "namespace": "prod", "riverlog_cluster": "demo",
                                "group": "billing", "topic": "orders"},
                 "exp_annotations": {"summary": "Consumer group billing lags on orders"}}]},
+            {"eval_time": "5m", "alertname": "RiverlogCertificateAuthorityExpiring", "exp_alerts": []},
+            {"eval_time": "12m", "alertname": "RiverlogCertificateAuthorityExpiring", "exp_alerts": [{
+                "exp_labels": {"severity": "warning", "cluster_namespace": "prod", "cluster": "demo", "ca": "cluster"},
+                "exp_annotations": {"summary": "The cluster CA of Riverlog cluster prod/demo expires in less than "
+                                               "14 days"}}]},
             # Above 1200 s from 5m on (1500 s), firing once that lasted 5 minutes.
             {"eval_time": "9m", "alertname": "RiverlogTransactionHanging", "exp_alerts": []},
             {"eval_time": "10m", "alertname": "RiverlogTransactionHanging", "exp_alerts": [{

@@ -248,6 +248,8 @@ def test_crd_security_settings_are_checked(kube: KubeCluster, crds: None) -> Non
                                      input=json.dumps(secured)).stdout)
     assert stored["spec"]["listeners"] == secured["spec"]["listeners"]  # nothing pruned
     assert stored["spec"]["authorization"] == {"type": "simple", "superUsers": ["User:admin"]}
+    for example in ("secured-cluster.yaml", "user.yaml"):  # the samples the README points to
+        kube.kubectl("apply", "--dry-run=server", "-n", namespace, "-f", str(ROOT / "examples" / example))
 
 
 def user_doc(namespace: str, name: str, **spec: Any) -> dict[str, Any]:
