@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import random
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import kopf
@@ -18,7 +19,7 @@ from .handlers.cluster import ReconcileError, reconcile_cluster
 from .handlers.common import STATE
 from .handlers.topic import TopicRetry, delete_topic, reconcile_topic
 from .handlers.user import UserRetry, delete_user, reconcile_user
-from .kubeapi import ApiError
+from .kubeapi import ApiError, KubeApi
 
 log = logging.getLogger(__name__)
 
@@ -105,16 +106,27 @@ async def _cluster_of_pod(namespace: str, cluster: str) -> None:
         _POD_TRIGGERED.discard(key)
 
 
-async def _topic(body: kopf.Body) -> None:
+Reconcile = Callable[[KubeApi, Mapping[str, Any]], Awaitable[None]]
+
+
+async def _reconcile_fresh(kind: str, body: kopf.Body, reconcile: Reconcile,
+                           retry: tuple[type[Exception], ...]) -> None:
+    """Reconcile the object as it is now (kopf's body may be stale), one at a time per object;
+    ``retry`` errors (and the API server's) make kopf try again later."""
+    transient: tuple[type[Exception], ...] = (*retry, ApiError)
     async with STATE.lock(body["metadata"]["uid"]):
-        with metrics.timed("Topic"):
+        with metrics.timed(kind):
             try:
-                fresh = await STATE.kube().get("Topic", body["metadata"]["name"], body["metadata"]["namespace"])
+                fresh = await STATE.kube().get(kind, body["metadata"]["name"], body["metadata"]["namespace"])
                 if fresh is None or fresh["metadata"].get("deletionTimestamp"):
                     return
-                await reconcile_topic(STATE.kube(), fresh)
-            except (TopicRetry, ApiError) as exc:
+                await reconcile(STATE.kube(), fresh)
+            except transient as exc:
                 raise kopf.TemporaryError(str(exc), delay=RETRY_SECONDS) from exc
+
+
+async def _topic(body: kopf.Body) -> None:
+    await _reconcile_fresh("Topic", body, reconcile_topic, (TopicRetry,))
 
 
 @kopf.on.resume(GROUP, VERSION, "clusters")
@@ -177,15 +189,7 @@ def peering_priority() -> int:
 
 
 async def _user(body: kopf.Body) -> None:
-    async with STATE.lock(body["metadata"]["uid"]):
-        with metrics.timed("User"):
-            try:
-                fresh = await STATE.kube().get("User", body["metadata"]["name"], body["metadata"]["namespace"])
-                if fresh is None or fresh["metadata"].get("deletionTimestamp"):
-                    return
-                await reconcile_user(STATE.kube(), fresh)
-            except (UserRetry, ApiError) as exc:
-                raise kopf.TemporaryError(str(exc), delay=RETRY_SECONDS) from exc
+    await _reconcile_fresh("User", body, reconcile_user, (UserRetry,))
 
 
 @kopf.on.resume(GROUP, VERSION, "users")

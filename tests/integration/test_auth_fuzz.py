@@ -29,15 +29,13 @@ import urllib.request
 from collections.abc import Callable
 
 import pytest
-from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
 from riverlog.client.connection import BrokerConnection
 from riverlog.protocol.api_keys import ApiKey
 from riverlog.protocol.messages import MESSAGES
 from support.brokers import BrokerProcess, selected_target
 from support.certs import TestPki
 from support.client_security import ClientSecurity
-from support.clients import group_values
+from support.clients import create_produce_consume
 from support.fuzz import encode_request, sample_seeds
 
 SEED = int(os.environ.get("RIVERLOG_AUTH_FUZZ_SEED", "20261126"))
@@ -131,14 +129,7 @@ async def broker_versions(port: int) -> dict[int, tuple[int, int]]:
 
 def roundtrip(port: int, topic: str) -> None:
     security = ClientSecurity("SASL_PLAINTEXT", mechanism="PLAIN", username="alice", password="alice-secret")
-    conf = {"bootstrap.servers": f"localhost:{port}", **security.librdkafka()}
-    admin = AdminClient(conf)
-    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
-    producer = Producer(conf)
-    for i in range(5):
-        producer.produce(topic, f"{topic}-{i}".encode())
-    assert producer.flush(30) == 0
-    assert group_values(conf, topic, topic, 5) == [f"{topic}-{i}".encode() for i in range(5)]
+    create_produce_consume(f"localhost:{port}", security.librdkafka(), topic)
 
 
 def test_every_api_before_authentication_closes_the_connection(target: Target) -> None:

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
 from riverlog.client.connection import BrokerConnection
 from riverlog.client.errors import ConnectionClosedError
 from riverlog.protocol.api_keys import ApiKey
@@ -24,7 +23,7 @@ from riverlog.protocol.errors import ErrorCode
 from support.brokers import BrokerProcess
 from support.certs import TestPki
 from support.client_security import ClientSecurity
-from support.clients import group_values
+from support.clients import create_produce_consume
 from support.java_tools import JavaTools
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300),
@@ -64,15 +63,7 @@ def sasl(module_broker_factory, tmp_path_factory) -> Sasl:
 
 
 def roundtrip(bootstrap: str, security: ClientSecurity, topic: str) -> None:
-    conf = {"bootstrap.servers": bootstrap, **security.librdkafka()}
-    admin = AdminClient(conf)
-    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
-    producer = Producer(conf)
-    for i in range(5):
-        producer.produce(topic, f"{topic}-{i}".encode())
-    assert producer.flush(30) == 0
-    got = group_values(conf, topic, topic, 5)
-    assert got == [f"{topic}-{i}".encode() for i in range(5)]
+    create_produce_consume(bootstrap, security.librdkafka(), topic)
 
 
 def test_confluent_kafka_over_sasl_plaintext(sasl: Sasl) -> None:

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 T = TypeVar("T")
@@ -204,3 +204,16 @@ def group_values(conf: dict[str, Any], topic: str, group: str, count: int, timeo
         consumer.close()
     return got
 
+
+
+def create_produce_consume(bootstrap: str, settings: Mapping[str, Any], topic: str, count: int = 5) -> None:
+    """Create ``topic``, produce ``count`` records and read them back through a consumer group,
+    all with ``settings`` (a secured listener's librdkafka settings): the listener serves."""
+    conf = {"bootstrap.servers": bootstrap, **settings}
+    admin = AdminClient(conf)  # held while its future is awaited: a dropped handle fails it (_DESTROY)
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    producer = Producer(conf)
+    for i in range(count):
+        producer.produce(topic, f"{topic}-{i}".encode())
+    assert producer.flush(30) == 0
+    assert group_values(conf, topic, topic, count) == [f"{topic}-{i}".encode() for i in range(count)]
