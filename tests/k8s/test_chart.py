@@ -559,7 +559,9 @@ def test_operator_reconciles_with_only_the_charts_permissions(
     # The permissions stop where the chart says.
     for verb, resource, ns, expected in [("create", "statefulsets", namespace, "yes"),
                                          ("create", "statefulsets", "default", "yes" if run.clusterwide else "no"),
-                                         ("get", "secrets", namespace, "no"),
+                                         # Secrets by name only (issue #18), never enumerated.
+                                         ("get", "secrets", namespace, "yes"),
+                                         ("list", "secrets", namespace, "no"),
                                          ("delete", "statefulsets", namespace, "no")]:
         proc = kube.kubectl("auth", "can-i", verb, resource, "-n", ns, "--as", run.account, check=False)
         assert proc.stdout.strip() == expected, (verb, resource, ns, proc.stdout, proc.stderr)
