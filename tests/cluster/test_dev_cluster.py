@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -13,7 +14,6 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from support.brokers import free_port
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(180)]
 
@@ -21,16 +21,11 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def test_dev_cluster_of_three_brokers_serves_a_replicated_topic(tmp_path: Path) -> None:
-    # Three consecutive free ports for the brokers, three more for the controller quorum.
-    while True:
-        first = free_port()
-        if first < 65000 and all(_free(first + i) for i in range(3)):
-            break
-    while True:
-        controller_first = free_port()
-        if controller_first < 65000 and abs(controller_first - first) > 3 and \
-                all(_free(controller_first + i) for i in range(3)):
-            break
+    # Three consecutive free ports for the brokers, three more for the controller quorum, below
+    # the kernel's ephemeral range: there, the brokers' own outgoing connections (to each other's
+    # controller ports, while they start) could take a port before the third broker binds it.
+    first = _consecutive_free(3, avoid=())
+    controller_first = _consecutive_free(3, avoid=range(first - 3, first + 4))
     env = {**os.environ, "PYTHONPATH": str(REPO / "broker_image")}
     log_path = tmp_path / "dev.log"
     with open(log_path, "wb") as log:
@@ -101,3 +96,12 @@ def _free(port: int) -> bool:
         except OSError:
             return False
     return True
+
+
+def _consecutive_free(count: int, avoid: range | tuple[()]) -> int:
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    rng = random.Random()
+    while True:
+        first = rng.randrange(10000, max(10001, low - count))
+        if first not in avoid and all(_free(first + i) for i in range(count)):
+            return first
