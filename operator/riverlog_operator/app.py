@@ -174,11 +174,18 @@ async def topic_resync(body: kopf.Body, **_: Any) -> None:
 
 @kopf.on.delete(GROUP, VERSION, "topics")
 async def topic_deleted(body: kopf.Body, **_: Any) -> None:
+    await _clean_up("TopicDeletion", body, delete_topic, (TopicRetry,))
+
+
+async def _clean_up(kind: str, body: kopf.Body, clean_up: Reconcile, retry: tuple[type[Exception], ...]) -> None:
+    """Before a finalizer goes (kopf's body is the last state there is); ``retry`` errors (and the
+    API server's) keep the finalizer and make kopf try again later."""
+    transient: tuple[type[Exception], ...] = (*retry, ApiError)
     async with STATE.lock(body["metadata"]["uid"]):
-        with metrics.timed("TopicDeletion"):
+        with metrics.timed(kind):
             try:
-                await delete_topic(STATE.kube(), body)
-            except (TopicRetry, ApiError) as exc:
+                await clean_up(STATE.kube(), body)
+            except transient as exc:
                 raise kopf.TemporaryError(str(exc), delay=RETRY_SECONDS) from exc
 
 
@@ -207,9 +214,4 @@ async def user_resync(body: kopf.Body, **_: Any) -> None:
 
 @kopf.on.delete(GROUP, VERSION, "users")
 async def user_deleted(body: kopf.Body, **_: Any) -> None:
-    async with STATE.lock(body["metadata"]["uid"]):
-        with metrics.timed("UserDeletion"):
-            try:
-                await delete_user(STATE.kube(), body)
-            except (UserRetry, ApiError) as exc:
-                raise kopf.TemporaryError(str(exc), delay=RETRY_SECONDS) from exc
+    await _clean_up("UserDeletion", body, delete_user, (UserRetry,))
