@@ -6,6 +6,11 @@ Pure functions of their inputs (the time is given, keys come from ``cryptography
 issue a certificate with the DNS names it must carry, decide when one is due for renewal, and
 build the trust bundle that keeps old and new CA valid together while a renewal rolls through
 (the brokers reload key and trust files without a restart, so renewing loses no availability).
+
+Renewing a CA keeps its key and its name, as Strimzi's renewal does: a client that loaded the
+old CA certificate still verifies certificates the renewed one signs (same issuer name, same key,
+same key identifier), so running clients keep working without re-reading the bundle. Replacing
+a CA makes a new key; clients must then load the new bundle before the old CA expires.
 Keys are ECDSA P-256, certificates SHA-256, PEM throughout (Kafka's ``ssl.keystore.type=PEM``).
 """
 
@@ -57,8 +62,15 @@ def _pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
 
 
 def new_ca(common_name: str, unit: str, now: datetime.datetime,
-           validity: datetime.timedelta = datetime.timedelta(days=DEFAULT_CA_VALIDITY_DAYS)) -> Issued:
-    key = ec.generate_private_key(ec.SECP256R1())
+           validity: datetime.timedelta = datetime.timedelta(days=DEFAULT_CA_VALIDITY_DAYS),
+           key_pem: bytes | None = None) -> Issued:
+    """A self-signed CA; with ``key_pem`` (a renewal) the existing key signs a new certificate."""
+    if key_pem is None:
+        key = ec.generate_private_key(ec.SECP256R1())
+    else:
+        loaded = serialization.load_pem_private_key(key_pem, password=None)
+        assert isinstance(loaded, ec.EllipticCurvePrivateKey)
+        key = loaded
     name = _name(common_name, unit)
     cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
             .serial_number(x509.random_serial_number())

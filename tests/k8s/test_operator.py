@@ -396,8 +396,8 @@ def test_a_secured_cluster_gets_its_certificate_authorities_and_renews_on_reques
     """Issue #18: a Cluster with TLS and SCRAM listeners and authorization gets its cluster and
     clients CAs, a keystore per broker naming its DNS names, the operator's own keystore, the
     brokers configured to use them, the CAs' expiry in its status; the force-renew annotation
-    makes a new cluster CA whose bundle still trusts the old one, re-issues every broker, and is
-    taken off again."""
+    makes a new cluster CA certificate for the same key whose bundle still trusts the old one,
+    re-issues every broker, and is taken off again; force-replace makes a new clients CA key."""
     from cryptography import x509
 
     namespace = kube.namespace(f"{PREFIX}-secured")
@@ -443,6 +443,7 @@ def test_a_secured_cluster_gets_its_certificate_authorities_and_renews_on_reques
                not in (None, cluster_ca["ca.crt"]), WAIT, "a renewed cluster CA")
     renewed = secret_data(kube, "demo-cluster-ca", namespace)
     assert renewed["previous-ca.crt"] == cluster_ca["ca.crt"]
+    assert renewed["ca.key"] == cluster_ca["ca.key"]  # a renewal, not a replacement
     wait_until(lambda: secret_data(kube, "demo-cluster-ca-cert", namespace)["ca.crt"].count(b"BEGIN CERTIFICATE") == 2,
                WAIT, "a bundle trusting both CAs")
     wait_until(lambda: all(v != brokers[k] for k, v in secret_data(kube, "demo-brokers", namespace).items()),
@@ -450,6 +451,16 @@ def test_a_secured_cluster_gets_its_certificate_authorities_and_renews_on_reques
     wait_until(lambda: "riverlog.dev/force-renew-ca" not in (
         (get(kube, "clusters.riverlog.dev", "demo", namespace) or {})["metadata"].get("annotations") or {}),
         WAIT, "the annotation taken off")
+
+    clients_ca = secret_data(kube, "demo-clients-ca", namespace)
+    kube.kubectl("annotate", "clusters.riverlog.dev/demo", "-n", namespace, "riverlog.dev/force-replace-ca=clients")
+    wait_until(lambda: secret_data(kube, "demo-clients-ca", namespace).get("ca.key")
+               not in (None, clients_ca["ca.key"]), WAIT, "a replaced clients CA key")
+    assert secret_data(kube, "demo-clients-ca", namespace)["previous-ca.crt"] == clients_ca["ca.crt"]
+    assert secret_data(kube, "demo-cluster-ca", namespace)["ca.crt"] == renewed["ca.crt"]  # left alone
+    wait_until(lambda: "riverlog.dev/force-replace-ca" not in (
+        (get(kube, "clusters.riverlog.dev", "demo", namespace) or {})["metadata"].get("annotations") or {}),
+        WAIT, "the replace annotation taken off")
 
 
 def test_spec_change_patches_the_statefulset_and_rolls_pods(kube: KubeCluster,

@@ -97,6 +97,24 @@ def test_a_renewed_ca_bundle_trusts_both_generations_while_the_old_one_is_valid(
     assert trust_bundle(new, old.cert_pem, NOW + datetime.timedelta(days=30)) == new.cert_pem
 
 
+def test_a_ca_renewed_with_its_key_is_verified_by_clients_that_trust_only_the_old_certificate() -> None:
+    """Why renewal keeps the key: a client that loaded the CA before the renewal (and never
+    re-reads its truststore, like librdkafka) still accepts brokers re-issued under the renewed
+    CA certificate, and the renewed certificate alone verifies brokers issued before it."""
+    old = new_ca("cluster-ca", "events", NOW - datetime.timedelta(days=340))
+    renewed = new_ca("cluster-ca", "events", NOW, key_pem=old.key_pem)
+    assert renewed.not_after > old.not_after and renewed.cert_pem != old.cert_pem
+    _handshake(issue(renewed, "events-0", "events", NOW, YEAR, dns_names=NAMES, server=True), old.cert_pem,
+               "events-bootstrap")
+    _handshake(issue(old, "events-0", "events", NOW, YEAR, dns_names=NAMES, server=True), renewed.cert_pem,
+               "events-bootstrap")
+    # A replaced CA (a new key) is not: such clients must load the new bundle first.
+    replaced = new_ca("cluster-ca", "events", NOW)
+    with pytest.raises(ssl.SSLError):
+        _handshake(issue(replaced, "events-0", "events", NOW, YEAR, dns_names=NAMES, server=True), old.cert_pem,
+                   "events-bootstrap")
+
+
 def test_renewal_is_due_inside_the_window_and_issued_certificates_never_outlive_their_ca() -> None:
     ca = new_ca("cluster-ca", "events", NOW, validity=datetime.timedelta(days=40))
     assert not due_for_renewal(ca.cert_pem, NOW, datetime.timedelta(days=30))

@@ -154,5 +154,16 @@ def test_key_material_is_made_once_kept_and_renewed_when_due() -> None:
     for name, keystore in reissued.items():
         assert keystore != brokers[name]
         assert signed_by(keystore[keystore.index(b"-----BEGIN CERTIFICATE-----"):], renewed.current)
+    # A renewal keeps the CA's key (what running clients trust keeps verifying); the brokers'
+    # keystores are re-issued even when not due, so none carries the older CA certificate.
+    assert renewed.current.key_pem == first.current.key_pem
     forced = plan_ca(secrets["events-cluster-ca"], "cluster-ca", "events", NOW, policy, force=True)
-    assert forced.renewed and forced.current != first.current
+    assert forced.renewed and forced.current.cert_pem != first.current.cert_pem
+    assert forced.current.key_pem == first.current.key_pem
+    refreshed = plan_broker_keystores(_inputs(), forced.current, brokers, NOW, policy)
+    assert all(refreshed[name] != brokers[name] and refreshed[name].endswith(forced.current.cert_pem)
+               for name in brokers)
+    # Replacing it (forced only) makes a new key; the bundle trusts both until the old expires.
+    replaced = plan_ca(secrets["events-cluster-ca"], "cluster-ca", "events", NOW, policy, replace=True)
+    assert replaced.renewed and replaced.current.key_pem != first.current.key_pem
+    assert replaced.bundle(NOW).count(b"BEGIN CERTIFICATE") == 2

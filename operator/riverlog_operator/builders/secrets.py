@@ -3,9 +3,12 @@ public certificate bundles, every broker's keystore and the operator's own clien
 
 Pure: the Secrets the operator read (their ``data``, decoded) and the time go in, the Secrets to
 apply come out, renewed where due. A CA is renewed inside its renewal window (or when forced):
-the new CA signs from then on, its bundle keeps the old certificate while that is valid, and
-every certificate the old CA signed is issued again, so brokers (which reload key and trust
-files without a restart) never stop trusting each other or their clients.
+a new certificate for the same key and name, so whoever trusts the old certificate trusts what
+the new one signs; its bundle keeps the old certificate while that is valid, and every
+certificate the old one signed is issued again, so brokers (which reload key and trust files
+without a restart) and running clients never stop trusting each other. Replacing a CA (forced
+only) makes a new key: the bundle carries both until the old one expires, and clients must load
+the new bundle before then.
 """
 
 from __future__ import annotations
@@ -62,13 +65,15 @@ def decoded(secret: Mapping[str, Any] | None) -> dict[str, bytes]:
 
 
 def plan_ca(existing: Mapping[str, bytes], common_name: str, unit: str, now: datetime.datetime, policy: CertPolicy,
-            force: bool = False) -> CaGeneration:
-    """The CA to sign with: the existing one, or a new one when missing, due or forced."""
-    if CA_KEY in existing and CA_CERT in existing and not force \
-            and not due_for_renewal(existing[CA_CERT], now, policy.renew_before):
+            force: bool = False, replace: bool = False) -> CaGeneration:
+    """The CA to sign with: the existing one; renewed (same key) when due or forced; a new key
+    when missing or when a replacement is asked for."""
+    have = CA_KEY in existing and CA_CERT in existing
+    if have and not force and not replace and not due_for_renewal(existing[CA_CERT], now, policy.renew_before):
         return CaGeneration(Issued(existing[CA_KEY], existing[CA_CERT]), existing.get(PREVIOUS_CA_CERT), False)
     previous = existing.get(CA_CERT)
-    return CaGeneration(new_ca(common_name, unit, now, policy.ca_validity), previous, True)
+    key = existing[CA_KEY] if have and not replace else None
+    return CaGeneration(new_ca(common_name, unit, now, policy.ca_validity, key_pem=key), previous, True)
 
 
 def signed_by(cert_pem: bytes, ca: Issued) -> bool:
@@ -95,8 +100,10 @@ def _keep(keystore: bytes | None, ca: Issued, names: tuple[str, ...], now: datet
     if not keystore or b"CERTIFICATE" not in keystore:
         return False
     cert_pem = keystore[keystore.index(b"-----BEGIN CERTIFICATE-----"):]
-    return signed_by(cert_pem, ca) and not due_for_renewal(cert_pem, now, policy.renew_before) \
-        and _names_of(cert_pem) == names
+    # The chain ends with the CA certificate it was issued under: a renewed CA (same key, so
+    # still "signed by" it) re-issues too, so no keystore carries an expiring CA certificate.
+    return signed_by(cert_pem, ca) and cert_pem.endswith(ca.cert_pem) \
+        and not due_for_renewal(cert_pem, now, policy.renew_before) and _names_of(cert_pem) == names
 
 
 def plan_broker_keystores(inputs: BuildInputs, ca: Issued, existing: Mapping[str, bytes], now: datetime.datetime,

@@ -28,7 +28,7 @@ from ..placement import PlacementError, drain_plan, spread_plan
 from ..rolling import PodState, next_pod_to_roll
 from ..status import ClusterObservation, cluster_conditions
 from .common import BOOTSTRAP_ANNOTATION, MANUAL_ROLL_ANNOTATION, PAUSE_ANNOTATION, bootstrap_for, now, truthy
-from .key_material import FORCE_RENEW_ANNOTATION, operator_bootstrap, operator_security, plan_key_material
+from .key_material import FORCE_RENEW_ANNOTATION, FORCE_REPLACE_ANNOTATION, operator_bootstrap, operator_security, plan_key_material
 
 log = logging.getLogger(__name__)
 
@@ -184,9 +184,9 @@ async def reconcile_cluster(api: KubeApi, body: Mapping[str, Any], default_image
                 await api.apply(secret)
             if key_material.renewed:
                 log.info("cluster %s/%s: %s CA made or renewed", namespace, name, " and ".join(key_material.renewed))
-            if annotations.get(FORCE_RENEW_ANNOTATION):
-                await api.merge_patch("Cluster", name, namespace,
-                                      {"metadata": {"annotations": {FORCE_RENEW_ANNOTATION: None}}})
+            done = {k: None for k in (FORCE_RENEW_ANNOTATION, FORCE_REPLACE_ANNOTATION) if annotations.get(k)}
+            if done:
+                await api.merge_patch("Cluster", name, namespace, {"metadata": {"annotations": done}})
             for kind, ca in key_material.status.items():
                 CA_EXPIRY.labels(namespace, name, kind).set(
                     datetime.datetime.strptime(ca["notAfter"], "%Y-%m-%dT%H:%M:%SZ")

@@ -1,7 +1,8 @@
 """A secured Cluster's key material in the reconcile (issue #18): read the CA and keystore
 Secrets, decide with ``builders/secrets.py`` what they should be now (made, kept, renewed; a
 ``riverlog.dev/force-renew-ca`` annotation of ``cluster``, ``clients`` or ``all`` forces a CA
-renewal), and give the operator's own TLS client settings for its admin calls: the cluster CA's
+renewal with the same key, ``riverlog.dev/force-replace-ca`` a new key, as Strimzi's
+``force-renew`` and ``force-replace``), and give the operator's own TLS client settings for its admin calls: the cluster CA's
 bundle as truststore, its ``riverlog-operator`` certificate as keystore, the REPLICATION port.
 """
 
@@ -40,6 +41,7 @@ from ..model import ClusterSpec
 from .common import BOOTSTRAP_ANNOTATION, bootstrap_for
 
 FORCE_RENEW_ANNOTATION = "riverlog.dev/force-renew-ca"
+FORCE_REPLACE_ANNOTATION = "riverlog.dev/force-replace-ca"
 
 
 @dataclass(frozen=True)
@@ -79,10 +81,11 @@ async def plan_key_material(api: KubeApi, inputs: BuildInputs, annotations: Mapp
             for secret in (cluster_ca_secret_name(name), clients_ca_secret_name(name), brokers_secret_name(name),
                            operator_secret_name(name))}
     force = annotations.get(FORCE_RENEW_ANNOTATION, "").strip().lower()
+    replace = annotations.get(FORCE_REPLACE_ANNOTATION, "").strip().lower()
     cluster_ca = plan_ca(read[cluster_ca_secret_name(name)], "riverlog cluster CA", name, now, policy,
-                         force=force in ("cluster", "all", "true"))
+                         force=force in ("cluster", "all", "true"), replace=replace in ("cluster", "all", "true"))
     clients_ca = plan_ca(read[clients_ca_secret_name(name)], "riverlog clients CA", name, now, policy,
-                         force=force in ("clients", "all", "true"))
+                         force=force in ("clients", "all", "true"), replace=replace in ("clients", "all", "true"))
     brokers = plan_broker_keystores(inputs, cluster_ca.current, read[brokers_secret_name(name)], now, policy)
     operator = plan_operator_keystore(cluster_ca.current, read[operator_secret_name(name)], now, policy)
     secrets = build_ca_secrets(inputs, cluster_ca, clients_ca, now) + build_keystore_secrets(inputs, brokers, operator)
