@@ -28,7 +28,13 @@ from ..placement import PlacementError, drain_plan, spread_plan
 from ..rolling import PodState, next_pod_to_roll
 from ..status import ClusterObservation, cluster_conditions
 from .common import BOOTSTRAP_ANNOTATION, MANUAL_ROLL_ANNOTATION, PAUSE_ANNOTATION, bootstrap_for, now, truthy
-from .key_material import FORCE_RENEW_ANNOTATION, FORCE_REPLACE_ANNOTATION, operator_bootstrap, operator_security, plan_key_material
+from .key_material import (
+    FORCE_RENEW_ANNOTATION,
+    FORCE_REPLACE_ANNOTATION,
+    operator_bootstrap,
+    operator_security,
+    plan_key_material,
+)
 
 log = logging.getLogger(__name__)
 

@@ -2,8 +2,9 @@
 Secrets, decide with ``builders/secrets.py`` what they should be now (made, kept, renewed; a
 ``riverlog.dev/force-renew-ca`` annotation of ``cluster``, ``clients`` or ``all`` forces a CA
 renewal with the same key, ``riverlog.dev/force-replace-ca`` a new key, as Strimzi's
-``force-renew`` and ``force-replace``), and give the operator's own TLS client settings for its admin calls: the cluster CA's
-bundle as truststore, its ``riverlog-operator`` certificate as keystore, the REPLICATION port.
+``force-renew`` and ``force-replace``), and give the operator's own TLS client settings for its
+admin calls: the cluster CA's bundle as truststore, its ``riverlog-operator`` certificate as
+keystore, the REPLICATION port.
 """
 
 from __future__ import annotations
