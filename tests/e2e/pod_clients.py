@@ -10,6 +10,9 @@ than sharing files with it (the same scripts work on a kind cluster through ``ku
   order or changed.
 - ``LAYOUT``: prints the layout until every partition of the topic has a full ISR led by its
   preferred (first) replica, or its time is up; and the list of topics.
+
+Every client takes librdkafka settings from the JSON in its ``KAFKA_CONFIG`` environment
+variable (security settings: a pod builds it from a mounted ``User`` Secret, see ``ClientPod``).
 """
 
 from __future__ import annotations
@@ -31,9 +34,11 @@ CLIENT_IMAGE = os.environ.get("RIVERLOG_E2E_CLIENT_IMAGE", "none")
 CLIENT_PYTHON = "python" if CLIENT_IMAGE != "none" else Path(sys.executable).name
 
 _COMMON = r"""
-import json, signal, sys, time, uuid
+import json, os, signal, sys, time, uuid
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
+
+CONF = json.loads(os.environ.get("KAFKA_CONFIG") or "{}")  # e.g. security settings
 
 def say(tag, obj):
     print(tag, json.dumps(obj, sort_keys=True), flush=True)
@@ -52,7 +57,7 @@ bootstrap, topic, seconds, rate = sys.argv[1], sys.argv[2], float(sys.argv[3]), 
 run = uuid.uuid4().hex[:8]
 stop = []
 signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
-admin = AdminClient({"bootstrap.servers": bootstrap})
+admin = AdminClient({"bootstrap.servers": bootstrap, **CONF})
 acked, errors = [], []
 
 def delivered(err, msg):
@@ -61,7 +66,7 @@ def delivered(err, msg):
     else:
         acked.append((msg.partition(), msg.offset(), msg.value().decode()))
 
-producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+producer = Producer({**CONF, "bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
                      "linger.ms": 5, "message.timeout.ms": 300000, "request.timeout.ms": 10000,
                      "topic.metadata.refresh.interval.ms": 1000, "log_level": 2})
 say("STARTED", {"run": run})
@@ -89,7 +94,7 @@ say("PRODUCED", {"sent": sent, "acked": len(acked), "errors": len(errors), "unfl
 
 # Read the whole topic back: every acknowledged record must be there once, where it was acked.
 md = admin.list_topics(topic, timeout=10).topics[topic]
-consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "verify-" + run, "enable.auto.commit": False,
+consumer = Consumer({**CONF, "bootstrap.servers": bootstrap, "group.id": "verify-" + run, "enable.auto.commit": False,
                      "auto.offset.reset": "earliest", "enable.partition.eof": True})
 ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in md.partitions}
 consumer.assign([TopicPartition(topic, p, 0) for p in ends])
@@ -121,7 +126,7 @@ say("RESULT", {"run": run, "acked": len(acked), "errors": errors[:5], "unflushed
 
 LAYOUT = _COMMON + r"""
 bootstrap, topic, seconds = sys.argv[1], sys.argv[2], float(sys.argv[3])
-admin = AdminClient({"bootstrap.servers": bootstrap})
+admin = AdminClient({"bootstrap.servers": bootstrap, **CONF})
 deadline = time.monotonic() + seconds
 while True:
     now = layout(admin)
@@ -160,12 +165,21 @@ class ClientPod:
     or on a real cluster (``node`` None)."""
 
     def __init__(self, kube: KubeCluster, node: NodeAgent | None, namespace: str, name: str, script: str,
-                 args: list[str], grace_seconds: int = 300) -> None:
+                 args: list[str], grace_seconds: int = 300, env: list[dict[str, Any]] | None = None,
+                 volumes: list[dict[str, Any]] | None = None, mounts: list[dict[str, Any]] | None = None) -> None:
+        """``env``, ``volumes`` and ``mounts`` (the container's volumeMounts) as in a Pod spec."""
         self.kube, self.node, self.namespace, self.name = kube, node, namespace, name
-        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
-               "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": grace_seconds,
-                        "containers": [{"name": "client", "image": CLIENT_IMAGE,
-                                        "command": [CLIENT_PYTHON, "-c", script, *args]}]}}
+        container: dict[str, Any] = {"name": "client", "image": CLIENT_IMAGE,
+                                     "command": [CLIENT_PYTHON, "-c", script, *args]}
+        if env:
+            container["env"] = env
+        if mounts:
+            container["volumeMounts"] = mounts
+        spec: dict[str, Any] = {"restartPolicy": "Never", "terminationGracePeriodSeconds": grace_seconds,
+                                "containers": [container]}
+        if volumes:
+            spec["volumes"] = volumes
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
         kube.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(pod))
         self._log_file: Path | None = None
         self._last_log = ""

@@ -71,7 +71,10 @@ async def _tls_credentials(api: KubeApi, cluster: Mapping[str, Any], name: str, 
     policy = cert_policy_of(cluster)
     ca = Issued(ca_data["ca.key"], ca_data["ca.crt"])
     cert = existing.get("user.crt")
-    if cert and signed_by(cert, ca) and not due_for_renewal(cert, when, policy.renew_before):
+    # Issued again after a CA renewal too (same key, so still "signed by" it): the Secret's
+    # ca.crt and the certificate's lifetime follow the renewed CA.
+    if cert and signed_by(cert, ca) and existing.get("ca.crt") == ca.cert_pem \
+            and not due_for_renewal(cert, when, policy.renew_before):
         return {k: v.decode() for k, v in existing.items()}
     issued: Issued = issue(ca, name, cluster["metadata"]["name"], when, policy.cert_validity)
     return tls_secret_data(issued.key_pem, issued.cert_pem, ca_data.get("ca.crt", ca.cert_pem))
