@@ -92,6 +92,13 @@ def test_dashboard_is_a_grafana_dashboard() -> None:
         assert panel["datasource"]["uid"] == "${datasource}", panel["title"]
         pos = panel["gridPos"]
         assert pos["x"] + pos["w"] <= 24, panel["title"]
+    # No two panels share a grid cell.
+    cells: dict[tuple[int, int], str] = {}
+    for panel in dash["panels"]:
+        x, y, w, h = (panel["gridPos"][k] for k in "xywh")
+        for cell in ((i, j) for i in range(x, x + w) for j in range(y, y + h)):
+            assert cell not in cells, f"{panel['title']} overlaps {cells[cell]}"
+            cells[cell] = panel["title"]
     variables = {v["name"]: v for v in dash["templating"]["list"]}
     assert variables["datasource"]["query"] == "prometheus"
     assert {"namespace", "cluster"} <= set(variables)
@@ -113,7 +120,7 @@ def test_dashboard_reads_only_metrics_that_exist() -> None:
     # The headline gauges the alerts are about are all on the dashboard.
     assert {"riverlog_active_controller_count", "riverlog_offline_partitions_count", "riverlog_offline_log_dirs_count",
             "riverlog_under_replicated_partitions", "riverlog_consumer_group_lag",
-            "riverlog_transaction_oldest_open_seconds"} <= used
+            "riverlog_transaction_oldest_open_seconds", "riverlog_operator_ca_expiry_timestamp_seconds"} <= used
     # Every transaction metric has a panel.
     assert {"riverlog_transactions_open", "riverlog_transaction_marker_latency_seconds_bucket",
             "riverlog_last_stable_offset_lag", "riverlog_coordinator_load_seconds_bucket"} <= used
@@ -135,6 +142,46 @@ def test_dashboard_queries_parse_as_promql(tmp_path: Path) -> None:
                           check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"SUCCESS: {len(rules['groups'][0]['rules'])} rules found" in proc.stdout
+
+
+def test_dashboard_shows_days_until_each_ca_expires(tmp_path: Path) -> None:
+    metric = "riverlog_operator_ca_expiry_timestamp_seconds"
+    (panel,) = [p for p in dashboard()["panels"] if any(metric in t["expr"] for t in p["targets"])]
+    # Red where RiverlogCertificateAuthorityExpiring fires (under 14 days), yellow once a CA is
+    # past the operator's default renewal point (renewalDays 30) without having been renewed.
+    steps = panel["fieldConfig"]["defaults"]["thresholds"]["steps"]
+    assert [(s["color"], s["value"]) for s in steps] == [("red", None), ("yellow", 14), ("green", 30)]
+    assert "(riverlog_operator_ca_expiry_timestamp_seconds) - time() < 14 * 86400" in (
+        CHART / "templates" / "prometheusrule.yaml").read_text()
+    (target,) = panel["targets"]
+    assert set(re.findall(r"\{\{(\w+)\}\}", target["legendFormat"])) == {"cluster_namespace", "cluster", "ca"}
+    # Evaluated by promtool with the variables set to one namespace and cluster: days from now,
+    # only that Cluster's CAs. The operator's metrics carry its own pod's namespace as "namespace";
+    # the Cluster's is "cluster_namespace".
+    expr = target["expr"].replace("$namespace", "prod").replace("$cluster", "demo")
+
+    def ca(cluster_namespace: str, cluster: str, kind: str, days: int) -> dict[str, str]:
+        return {"series": f'{metric}{{namespace="riverlog",pod="riverlog-operator-0",'
+                          f'cluster_namespace="{cluster_namespace}",cluster="{cluster}",ca="{kind}"}}',
+                "values": f"{days * 86400}x48"}
+
+    def days(kind: str, value: int) -> dict[str, Any]:
+        return {"labels": f'{{ca="{kind}", cluster="demo", cluster_namespace="prod"}}', "value": value}
+
+    (tmp_path / "none.yaml").write_text("groups: []\n")
+    tests = {"rule_files": ["none.yaml"], "tests": [{
+        "interval": "1h",
+        "input_series": [ca("prod", "demo", "cluster", 10), ca("prod", "demo", "clients", 40),
+                         ca("prod", "calm", "cluster", 365), ca("staging", "demo", "cluster", 5)],
+        "promql_expr_test": [
+            {"expr": expr, "eval_time": "0m", "exp_samples": [days("cluster", 10), days("clients", 40)]},
+            {"expr": expr, "eval_time": "1d", "exp_samples": [days("cluster", 9), days("clients", 39)]},
+        ]}]}
+    (tmp_path / "tests.yaml").write_text(yaml.safe_dump(tests))
+    proc = subprocess.run([str(promtool.ensure()), "test", "rules", "tests.yaml"], cwd=tmp_path, capture_output=True,
+                          text=True, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "SUCCESS" in proc.stdout
 
 
 def test_kind_script_is_marked_as_needing_docker_and_passes_shellcheck() -> None:
