@@ -136,6 +136,13 @@ async def cluster_changed(body: kopf.Body, **_: Any) -> None:
     await _cluster(body)
 
 
+@kopf.on.delete(GROUP, VERSION, "clusters", optional=True)
+async def cluster_deleted(body: kopf.Body, **_: Any) -> None:
+    # Owner references delete what the Cluster made; only the operator's own metrics remain.
+    # optional: no finalizer is added for this (a missed deletion leaves a stale series only).
+    metrics.forget_ca_expiry(body["metadata"]["namespace"], body["metadata"]["name"])
+
+
 @kopf.timer(GROUP, VERSION, "clusters", interval=RESYNC_SECONDS, initial_delay=RESYNC_SECONDS)
 async def cluster_resync(body: kopf.Body, **_: Any) -> None:
     # Rolling restarts, drains and status follow pods and brokers, which change without any

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
@@ -21,6 +21,16 @@ CA_EXPIRY = Gauge("riverlog_operator_ca_expiry_timestamp_seconds",
                   "When a secured Cluster's certificate authority expires (Unix time)",
                   # not "namespace": Prometheus sets that label to the operator pod's own
                   ["cluster_namespace", "cluster", "ca"], registry=REGISTRY)
+
+
+def forget_ca_expiry(namespace: str, cluster: str) -> None:
+    """Drop a Cluster's CA series once it is deleted or no longer secured, so neither the
+    dashboard nor the expiry alert keeps reporting CAs that are gone."""
+    for ca in ("cluster", "clients"):
+        with suppress(KeyError):  # never set for this Cluster
+            CA_EXPIRY.remove(namespace, cluster, ca)
+
+
 MANAGED = Gauge("riverlog_operator_managed_resources", "Resources the operator reconciled at least once",
                 ["kind"], registry=REGISTRY)
 

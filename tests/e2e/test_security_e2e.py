@@ -94,7 +94,8 @@ print("ACCESS", json.dumps(out, sort_keys=True), flush=True)
 THROTTLE = r"""
 import json, os, sys, time
 from confluent_kafka import Producer
-bootstrap, topic, rate, seconds, warm_up = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5])
+bootstrap, topic, rate = sys.argv[1], sys.argv[2], int(sys.argv[3])
+seconds, warm_up = float(sys.argv[4]), float(sys.argv[5])
 conf = {**json.loads(os.environ.get("KAFKA_CONFIG") or "{}"), "bootstrap.servers": bootstrap}
 throttle = [0]
 def stats(text):
@@ -108,7 +109,8 @@ sent = 0
 while time.monotonic() - start < seconds:
     while sent < int((time.monotonic() - start) * rate / len(value)):
         try:
-            producer.produce(topic, value=value, on_delivery=lambda e, m: acks.append(time.monotonic()) if e is None else None)
+            producer.produce(topic, value=value,
+                             on_delivery=lambda e, m: acks.append(time.monotonic()) if e is None else None)
         except BufferError:
             break
         sent += 1
@@ -124,7 +126,8 @@ print("RATE", json.dumps({"bytes_per_s": len(measured) * len(value) / (end - sta
 # (re-read each round); until each expires at least ``min_days`` from now, or time is up.
 CERTS = r"""
 import json, os, socket, ssl, sys, time
-cluster, ns, port, brokers, min_days, seconds = sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), float(sys.argv[6]), float(sys.argv[7])
+cluster, ns, port, brokers = sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+min_days, seconds = float(sys.argv[6]), float(sys.argv[7])
 deadline = time.monotonic() + seconds
 while True:
     ctx = ssl.create_default_context(cafile=os.environ["CA_FILE"])
@@ -132,7 +135,8 @@ while True:
     for i in range(brokers):
         host = f"{cluster}-{i}.{cluster}-brokers.{ns}.svc"
         try:
-            with socket.create_connection((host, port), timeout=10) as raw, ctx.wrap_socket(raw, server_hostname=host) as tls:
+            with socket.create_connection((host, port), timeout=10) as raw, \
+                    ctx.wrap_socket(raw, server_hostname=host) as tls:
                 days[host] = (ssl.cert_time_to_seconds(tls.getpeercert()["notAfter"]) - time.time()) / 86400
         except Exception as exc:
             days[host] = repr(exc)

@@ -167,3 +167,20 @@ def test_key_material_is_made_once_kept_and_renewed_when_due() -> None:
     replaced = plan_ca(secrets["events-cluster-ca"], "cluster-ca", "events", NOW, policy, replace=True)
     assert replaced.renewed and replaced.current.key_pem != first.current.key_pem
     assert replaced.bundle(NOW).count(b"BEGIN CERTIFICATE") == 2
+
+
+def test_a_deleted_or_unsecured_clusters_ca_expiry_series_are_dropped() -> None:
+    from riverlog_operator.metrics import CA_EXPIRY, REGISTRY, forget_ca_expiry
+
+    def series() -> set[tuple[str, str, str]]:
+        return {(s.labels["cluster_namespace"], s.labels["cluster"], s.labels["ca"])
+                for m in REGISTRY.collect() if m.name == "riverlog_operator_ca_expiry_timestamp_seconds"
+                for s in m.samples}
+
+    for ca in ("cluster", "clients"):
+        CA_EXPIRY.labels("prod", "gone", ca).set(1.0)
+        CA_EXPIRY.labels("prod", "kept", ca).set(2.0)
+    forget_ca_expiry("prod", "gone")
+    forget_ca_expiry("prod", "never-secured")  # nothing to drop: no error
+    assert {("prod", "kept", "cluster"), ("prod", "kept", "clients")} <= series()
+    assert not {s for s in series() if s[1] == "gone"}

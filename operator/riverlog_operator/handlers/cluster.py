@@ -22,7 +22,7 @@ from ..builders.common import selector_string
 from ..builders.config import cluster_id
 from ..builders.statefulset import RACK_ANNOTATION
 from ..kubeapi import ApiError, KubeApi
-from ..metrics import CA_EXPIRY
+from ..metrics import CA_EXPIRY, forget_ca_expiry
 from ..model import ClusterRef, ClusterSpec
 from ..placement import PlacementError, drain_plan, spread_plan
 from ..rolling import PodState, next_pod_to_roll
@@ -182,6 +182,8 @@ async def reconcile_cluster(api: KubeApi, body: Mapping[str, Any], default_image
     failure: ApiError | None = None
     key_material = None
     try:
+        if not spec.secured:
+            forget_ca_expiry(namespace, name)
         if spec.secured:
             # Certificates before the pods that mount them; renewed ones reach running brokers
             # through the mounted Secrets, and the brokers reload them without a restart.
