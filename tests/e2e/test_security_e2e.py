@@ -260,8 +260,7 @@ def test_users_with_acls_produce_and_consume_from_pods_and_a_user_without_is_den
                         "authorization": {"superUsers": []},
                         # A short-lived CA (the shortest the CRD takes), renewed by the last scenario.
                         "certificateAuthority": {"validityDays": 2, "renewalDays": 1},
-                        "config": {"default.replication.factor": 3, "min.insync.replicas": 2,
-                                   "ssl.file.reload.interval.ms": 3000}}}
+                        "config": {"default.replication.factor": 3, "min.insync.replicas": 2}}}
     topics = [{"apiVersion": "riverlog.dev/v1alpha1", "kind": "Topic", "metadata": {"name": name},
                "spec": {"clusterRef": {"name": CLUSTER}, "partitions": partitions, "replicationFactor": 3,
                         "config": {"min.insync.replicas": 2}}} for name, partitions in ((TOPIC, 3), (BULK, 1))]

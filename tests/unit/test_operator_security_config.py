@@ -114,7 +114,12 @@ def test_secured_pods_mount_their_key_material_and_expose_replication() -> None:
     container = pod["containers"][0]
     assert {"name": "RIVERLOG_K8S_CERTS_DIR", "value": config_builder.CERTS_DIR} in container["env"]
     assert {m["mountPath"] for m in container["volumeMounts"]} >= {
-        config_builder.CERTS_DIR, "/etc/riverlog/cluster-ca", "/etc/riverlog/clients-ca"}
+        config_builder.CERTS_DIR, "/etc/riverlog-tls/cluster-ca", "/etc/riverlog-tls/clients-ca"}
+    # No mount point inside a read-only volume: a container runtime cannot create it there.
+    mounts = container["volumeMounts"]
+    nested = [(a["mountPath"], b["mountPath"]) for a in mounts if a.get("readOnly") for b in mounts
+              if b["mountPath"].startswith(a["mountPath"].rstrip("/") + "/")]
+    assert nested == []
     secrets = {v["name"]: v["secret"]["secretName"] for v in pod["volumes"] if "secret" in v}
     assert secrets == {"broker-certs": "events-brokers", "cluster-ca": "events-cluster-ca-cert",
                        "clients-ca": "events-clients-ca-cert"}

@@ -20,9 +20,11 @@ from .common import CONFIG_FILE, LOG_DIR, BuildInputs, config_map_name, metadata
 REPLICATION_LISTENER = "REPLICATION"
 REPLICATION_PORT = 9091
 # Where a broker pod finds its key material (Secrets the operator keeps, mounted read-only).
-CERTS_DIR = "/etc/riverlog/certs"  # <pod>.pem: the broker's key and certificate chain
-CLUSTER_CA_FILE = "/etc/riverlog/cluster-ca/ca.crt"  # what brokers and the operator present chains to
-CLIENTS_CA_FILE = "/etc/riverlog/clients-ca/ca.crt"  # what TLS-authenticated users' certificates chain to
+# Beside the ConfigMap's /etc/riverlog, not under it: a mount point inside a read-only volume
+# cannot be created, by a kubelet's container runtime or by the e2e node.
+CERTS_DIR = "/etc/riverlog-tls/certs"  # <pod>.pem: the broker's key and certificate chain
+CLUSTER_CA_FILE = "/etc/riverlog-tls/cluster-ca/ca.crt"  # what brokers and the operator present chains to
+CLIENTS_CA_FILE = "/etc/riverlog-tls/clients-ca/ca.crt"  # what TLS-authenticated users' certificates chain to
 # The principals of the cluster's own certificates (see certificates.py): every broker is
 # User:riverlog-broker, the operator User:riverlog-operator; both are super users.
 BROKER_UNIT = "riverlog-brokers"
