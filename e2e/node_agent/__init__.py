@@ -17,6 +17,14 @@ How a Pod runs:
   serviceAccountToken), emptyDir, hostPath and PVC (the bound PV's hostPath/local path) become
   directories; each container runs in a private mount namespace (``unshare -m``) where those
   directories are bind-mounted on its ``mountPath``s (see ``launch.py``).
+- Live updates: configMap, secret, downwardAPI and projected volumes are laid out as a kubelet
+  lays them out (a timestamped data directory, ``..data`` pointing to it, ``key -> ..data/key``)
+  and refreshed while the pod runs, every ``volume_refresh`` seconds (2 s by default; a kubelet
+  takes up to about a minute): a changed object is swapped in atomically (a reader sees the old or
+  the new version, never a mix), removed keys disappear, files are only rewritten when their
+  content changed. subPath mounts keep the version they started with, as on a node. A required
+  object deleted while the pod runs leaves the last content in place; a projected
+  serviceAccountToken is requested once, not rotated.
 - DNS: no resolver. Each pod's ``/etc/hosts`` is replaced (bind mount, same namespace) by a
   file the agent rewrites in place listing every pod on the node by name and by its
   ``<hostname>.<subdomain>.<ns>.svc[.cluster.local]`` name, and every Service by the IP of one

@@ -2,7 +2,9 @@
 
 See the package docstring for what it emulates and what it does not. One asyncio loop polls the
 API server (a list of all pods per tick: simple and robust for a test cluster of a few dozen
-pods); blocking calls run in worker threads.
+pods); blocking calls run in worker threads. A second task refreshes the ConfigMap, Secret,
+downwardAPI and projected volumes of running pods every ``volume_refresh`` seconds, one pod at a
+time in one worker thread, so the main tick is not held up by it.
 """
 
 from __future__ import annotations
@@ -79,7 +81,7 @@ class PodRun:
 
 class NodeAgent:
     def __init__(self, kubeconfig: str | Path, workdir: Path, node_name: str = "e2e-node",
-                 bin_dir: str | None = None, ip_prefix: str = "127.77") -> None:
+                 bin_dir: str | None = None, ip_prefix: str = "127.77", volume_refresh: float = 2.0) -> None:
         self.api = KubeApi(str(kubeconfig))
         host_port = self.api.server.split("://", 1)[-1].rstrip("/")
         self.api_host, _, self.api_port = host_port.rpartition(":")
@@ -87,6 +89,9 @@ class NodeAgent:
         self.node_name = node_name
         self.bin_dir = bin_dir or str(Path(sys.executable).parent)
         self.ip_prefix = ip_prefix
+        # Seconds between two refreshes of a running pod's ConfigMap/Secret/downwardAPI/projected
+        # volumes (a kubelet syncs about every minute; tests want to see updates sooner).
+        self.volume_refresh = volume_refresh
         self.pods: dict[str, PodRun] = {}  # by uid
         self._next_ip = 2
         self._last_heartbeat = 0.0
@@ -113,6 +118,13 @@ class NodeAgent:
         self.api.close()
 
     async def _loop(self) -> None:
+        refresher = asyncio.create_task(self._refresh_volumes_loop())
+        try:
+            await self._main_loop()
+        finally:
+            refresher.cancel()
+
+    async def _main_loop(self) -> None:
         while not self._stop.is_set():
             try:
                 await asyncio.to_thread(self._heartbeat_if_due)
@@ -200,6 +212,20 @@ class NodeAgent:
                 continue
             await self._drive(run)
 
+    async def _refresh_volumes_loop(self) -> None:
+        """Live updates of mounted ConfigMaps, Secrets and downward API fields, as a kubelet makes
+        them (subPath mounts excepted: those bind the file of the version current at start)."""
+        while not self._stop.is_set():
+            for run in list(self.pods.values()):
+                if not run.started or run.deleting or self._stop.is_set():
+                    continue
+                try:
+                    await asyncio.to_thread(podspec.refresh_volumes, self.api, self._pod_with_ip(run),
+                                            run.directory)
+                except Exception as exc:  # noqa: BLE001 - as in the main loop
+                    self.errors.append(f"volume refresh of {run.key}: {exc!r}")
+            await asyncio.sleep(self.volume_refresh)
+
     def _bind(self, pod: Obj) -> None:
         meta = pod["metadata"]
         if pod["spec"].get("schedulerName", "default-scheduler") != "default-scheduler":
@@ -240,7 +266,8 @@ class NodeAgent:
             source = volumes[vm["name"]]
             if vm.get("subPath"):
                 source = source / vm["subPath"]
-                source.mkdir(parents=True, exist_ok=True)
+                if not source.exists():  # a key of a ConfigMap/Secret volume is a file (symlink)
+                    source.mkdir(parents=True)
             mounts.append([str(source), vm["mountPath"], bool(vm.get("readOnly", False))])
         spec_file = run.directory / f"{c.name}.launch.json"
         spec_file.write_text(json.dumps({"mounts": mounts, "argv": argv, "env": env,

@@ -4,14 +4,19 @@ Secret references, ``$(VAR)`` expansion) and volume directories."""
 from __future__ import annotations
 
 import base64
+import logging
+import os
 import re
 import shutil
+import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
 from node_agent.kubeapi import KubeApi, NotFound
 
 Obj = dict[str, Any]
+log = logging.getLogger(__name__)
 
 
 class PodSpecError(Exception):
@@ -96,15 +101,26 @@ def container_argv(container: Obj, env: dict[str, str]) -> list[str]:
     return argv
 
 
-def _write_items(target: Path, data: dict[str, str | bytes], items: list[Obj] | None) -> None:
+Payload = dict[str, bytes]  # a volume's files: path relative to the volume -> content
+
+
+def _volume_path(rel: str) -> str:
+    """An item path of a volume, checked as the API server does: relative, no ``..``."""
+    parts = Path(rel).parts
+    if not parts or Path(rel).is_absolute() or ".." in parts or parts[0].startswith(".."):
+        raise PodSpecError(f"invalid volume item path {rel!r}")
+    return "/".join(parts)
+
+
+def _items_payload(data: dict[str, str | bytes], items: list[Obj] | None) -> Payload:
     chosen = [(i["key"], i["path"]) for i in items] if items else [(k, k) for k in data]
+    out: Payload = {}
     for key, rel in chosen:
         if key not in data:
             continue
-        dest = target / rel
-        dest.parent.mkdir(parents=True, exist_ok=True)
         value = data[key]
-        dest.write_bytes(value if isinstance(value, bytes) else value.encode())
+        out[_volume_path(rel)] = value if isinstance(value, bytes) else value.encode()
+    return out
 
 
 def _raw_data(api: KubeApi, kind: str, namespace: str, name: str, optional: bool) -> dict[str, str | bytes]:
@@ -122,8 +138,10 @@ def _raw_data(api: KubeApi, kind: str, namespace: str, name: str, optional: bool
     return out
 
 
-def _downward_items(pod: Obj, items: list[Obj]) -> dict[str, str | bytes]:
-    return {i["path"]: field_value(pod, i["fieldRef"]["fieldPath"]) for i in items if "fieldRef" in i}
+def _downward_items(pod: Obj, items: list[Obj]) -> Payload:
+    data: dict[str, str | bytes] = {i["path"]: field_value(pod, i["fieldRef"]["fieldPath"])
+                                    for i in items if "fieldRef" in i}
+    return _items_payload(data, None)
 
 
 def _service_account_token(api: KubeApi, pod: Obj, source: Obj) -> str:
@@ -155,9 +173,123 @@ def pvc_directory(api: KubeApi, namespace: str, claim: str) -> Path:
     return path
 
 
+# --- ConfigMap, Secret, downwardAPI and projected volumes: the kubelet's atomic writer -------------
+#
+# The volume directory (bind-mounted into containers, so it must stay the same inode) holds
+#   ..2026_11_26_12_00_00.123456789/   the data, one timestamped directory per version
+#   ..data -> ..2026_11_26_12_00_00.123456789
+#   <key> -> ..data/<key>              one symlink per top-level entry of the payload
+# An update writes a new timestamped directory, points ``..data_tmp`` at it and renames that over
+# ``..data`` (atomic: a reader sees the old or the new version, never a mix), then adds and removes
+# the per-key symlinks and deletes the old directory, as the kubelet's AtomicWriter does.
+
+DATA_LINK = "..data"
+_DATA_TMP = "..data_tmp"
+_LIVE_KINDS = ("configMap", "secret", "downwardAPI", "projected")
+
+
+def is_live_volume(vol: Obj) -> bool:
+    """Whether the kubelet keeps ``vol``'s content up to date while the pod runs."""
+    return any(k in vol for k in _LIVE_KINDS)
+
+
+def _current_dir(target: Path) -> Path | None:
+    link = target / DATA_LINK
+    if not link.is_symlink() or not link.is_dir():
+        return None
+    return target / os.readlink(link)
+
+
+def read_volume(target: Path) -> Payload | None:
+    """The files of an atomically written volume (None when ``target`` is not one)."""
+    data_dir = _current_dir(target)
+    if data_dir is None:
+        return None
+    out: Payload = {}
+    for root, _dirs, files in os.walk(data_dir):
+        for file in files:
+            path = Path(root, file)
+            out[path.relative_to(data_dir).as_posix()] = path.read_bytes()
+    return out
+
+
+def write_volume(target: Path, payload: Payload) -> bool:
+    """Make ``target`` hold exactly ``payload``, atomically; a no-op (nothing written, no mtime or
+    inode changes) when it already does. True when the content changed."""
+    target.mkdir(parents=True, exist_ok=True)
+    changed = read_volume(target) != payload
+    if changed:
+        stamp = time.strftime("..%Y_%m_%d_%H_%M_%S.", time.gmtime())
+        new_dir = Path(tempfile.mkdtemp(prefix=stamp, dir=target))
+        new_dir.chmod(0o755)
+        for rel, content in payload.items():
+            dest = new_dir / rel
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_bytes(content)
+        tmp_link = target / _DATA_TMP
+        tmp_link.unlink(missing_ok=True)
+        tmp_link.symlink_to(new_dir.name)
+        os.replace(tmp_link, target / DATA_LINK)
+    visible = {rel.split("/", 1)[0] for rel in payload}
+    for name in sorted(visible):
+        link, want = target / name, f"{DATA_LINK}/{name}"
+        if link.is_symlink() and os.readlink(link) == want:
+            continue
+        if link.is_dir() and not link.is_symlink():
+            shutil.rmtree(link)
+        else:
+            link.unlink(missing_ok=True)
+        link.symlink_to(want)
+    current = os.readlink(target / DATA_LINK)
+    for entry in target.iterdir():
+        name = entry.name
+        if not name.startswith(".."):
+            # Only the key links this writer made go; anything else (a subPath directory the agent
+            # created) stays.
+            if name not in visible and entry.is_symlink() and os.readlink(entry) == f"{DATA_LINK}/{name}":
+                entry.unlink()
+        elif name not in (DATA_LINK, current):  # the previous version, a stale ..data_tmp
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink(missing_ok=True)
+    return changed
+
+
+def _volume_payload(api: KubeApi, pod: Obj, vol: Obj, previous: Payload) -> Payload:
+    """What a configMap/secret/downwardAPI/projected volume holds now. A projected
+    serviceAccountToken already written (in ``previous``) is kept, not requested again."""
+    namespace = pod["metadata"]["namespace"]
+    if "configMap" in vol or "secret" in vol:
+        src = vol.get("configMap") or vol["secret"]
+        kind = "configmaps" if "configMap" in vol else "secrets"
+        ref_name = src.get("name") or src.get("secretName")
+        return _items_payload(_raw_data(api, kind, namespace, ref_name, src.get("optional", False)),
+                              src.get("items"))
+    if "downwardAPI" in vol:
+        return _downward_items(pod, vol["downwardAPI"].get("items", []))
+    payload: Payload = {}
+    for source in vol["projected"].get("sources", []):
+        if "configMap" in source or "secret" in source:
+            src = source.get("configMap") or source["secret"]
+            kind = "configmaps" if "configMap" in source else "secrets"
+            payload.update(_items_payload(_raw_data(api, kind, namespace, src["name"], src.get("optional", False)),
+                                          src.get("items")))
+        elif "downwardAPI" in source:
+            payload.update(_downward_items(pod, source["downwardAPI"].get("items", [])))
+        elif "serviceAccountToken" in source:
+            sat = source["serviceAccountToken"]
+            rel = _volume_path(sat["path"])
+            payload[rel] = previous[rel] if rel in previous else _service_account_token(api, pod, sat).encode()
+    return payload
+
+
 def materialize_volumes(api: KubeApi, pod: Obj, pod_dir: Path) -> dict[str, Path]:
     """Each volume of ``pod`` as a directory (created under ``pod_dir`` unless it is backed by a
-    PV or hostPath); ConfigMap/Secret contents are written once, at start (no live updates)."""
+    PV or hostPath). ConfigMap, Secret, downwardAPI and projected volumes are written in the
+    kubelet's layout (see :func:`write_volume`) so that :func:`refresh_volumes` can update them in
+    place while the pod runs; a missing required ConfigMap or Secret raises :class:`PodSpecError`
+    (the pod waits), a missing optional one gives no files."""
     namespace = pod["metadata"]["namespace"]
     out: dict[str, Path] = {}
     for vol in pod["spec"].get("volumes", []):
@@ -174,33 +306,35 @@ def materialize_volumes(api: KubeApi, pod: Obj, pod_dir: Path) -> dict[str, Path
             target.mkdir(parents=True, exist_ok=True)  # kept across container restarts
             out[name] = target
             continue
-        fresh = target.with_name(name + ".new")
-        shutil.rmtree(fresh, ignore_errors=True)
-        fresh.mkdir(parents=True)
-        if "configMap" in vol or "secret" in vol:
-            src = vol.get("configMap") or vol["secret"]
-            kind = "configmaps" if "configMap" in vol else "secrets"
-            ref_name = src.get("name") or src.get("secretName")
-            _write_items(fresh, _raw_data(api, kind, namespace, ref_name, src.get("optional", False)),
-                         src.get("items"))
-        elif "downwardAPI" in vol:
-            _write_items(fresh, _downward_items(pod, vol["downwardAPI"].get("items", [])), None)
-        elif "projected" in vol:
-            for source in vol["projected"].get("sources", []):
-                if "configMap" in source or "secret" in source:
-                    src = source.get("configMap") or source["secret"]
-                    kind = "configmaps" if "configMap" in source else "secrets"
-                    _write_items(fresh, _raw_data(api, kind, namespace, src["name"], src.get("optional", False)),
-                                 src.get("items"))
-                elif "downwardAPI" in source:
-                    _write_items(fresh, _downward_items(pod, source["downwardAPI"].get("items", [])), None)
-                elif "serviceAccountToken" in source:
-                    sat = source["serviceAccountToken"]
-                    _write_items(fresh, {"t": _service_account_token(api, pod, sat)},
-                                 [{"key": "t", "path": sat["path"]}])
-        else:
+        if not is_live_volume(vol):
             raise PodSpecError(f"volume {name}: unsupported type {sorted(k for k in vol if k != 'name')}")
-        shutil.rmtree(target, ignore_errors=True)
-        fresh.rename(target)
+        previous = read_volume(target)
+        if previous is None and target.exists():
+            shutil.rmtree(target)  # not in the atomic layout (nothing runs yet: safe to replace)
+        write_volume(target, _volume_payload(api, pod, vol, previous or {}))
         out[name] = target
     return out
+
+
+def refresh_volumes(api: KubeApi, pod: Obj, pod_dir: Path) -> list[str]:
+    """Bring the ConfigMap, Secret, downwardAPI and projected volumes of a running ``pod`` (written
+    by :func:`materialize_volumes`) up to date, in place, as a kubelet's periodic sync does; files
+    are only rewritten when their content changed. A volume whose required ConfigMap or Secret is
+    gone keeps its last content (logged). Returns the names of the volumes that changed."""
+    changed = []
+    for vol in pod["spec"].get("volumes", []):
+        if not is_live_volume(vol):
+            continue
+        target = pod_dir / "volumes" / vol["name"]
+        previous = read_volume(target)
+        if previous is None:
+            continue  # not materialized (yet)
+        try:
+            payload = _volume_payload(api, pod, vol, previous)
+        except PodSpecError as exc:
+            log.warning("pod %s/%s volume %s kept as it was: %s", pod["metadata"]["namespace"],
+                        pod["metadata"]["name"], vol["name"], exc)
+            continue
+        if write_volume(target, payload):
+            changed.append(vol["name"])
+    return changed

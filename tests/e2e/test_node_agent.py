@@ -1,11 +1,14 @@
 """The e2e tier's test node against a real API server: Pods run as local processes, get their
-own loopback IP, report readiness, restart, die on deletion; PVCs get local-directory PVs."""
+own loopback IP, report readiness, restart, die on deletion, see their mounted Secrets and
+ConfigMaps change while they run; PVCs get local-directory PVs."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import sys
+import time
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -188,3 +191,104 @@ def test_env_from_field_refs_configmaps_and_secrets(kube: KubeCluster, node: Nod
                                 "envy-blue"]
     kube.kubectl("delete", "pod", "envy", "-n", ns, "--wait=false")
     wait_until(lambda: pod_obj(kube, ns, "envy") is None, WAIT, "pod envy removed")
+
+
+def b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+def test_mounted_secret_and_configmap_are_updated_in_place(kube: KubeCluster, node: NodeAgent) -> None:
+    """A running container sees a changed Secret and ConfigMap through its mount paths, as on a
+    kubelet: same process, no restart, removed keys gone, untouched volumes not rewritten."""
+    ns = kube.namespace("e2e-live")
+    mounts = {"secret": "/mnt/riverlog-e2e-live-secret", "config": "/mnt/riverlog-e2e-live-config"}
+    # Prints what it reads through the mounts (keys, not the kubelet's ..data entries) whenever that
+    # changes; a key removed between listdir and open is read again on the next round.
+    script = (
+        "import json, os, time\n"
+        f"mounts = {mounts!r}\n"
+        "last = None\n"
+        "while True:\n"
+        "    try:\n"
+        "        seen = {v: {k: open(os.path.join(d, k)).read() for k in sorted(os.listdir(d))\n"
+        "                    if not k.startswith('.')} for v, d in mounts.items()}\n"
+        "    except OSError:\n"
+        "        seen = None\n"
+        "    if seen is not None:\n"
+        "        line = json.dumps({'pid': os.getpid(), **seen}, sort_keys=True)\n"
+        "        if line != last:\n"
+        "            print('SEEN ' + line, flush=True)\n"
+        "            last = line\n"
+        "    time.sleep(0.5)\n"
+    )
+
+    def secret(data: dict[str, str]) -> dict[str, Any]:
+        return {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "creds"},
+                "data": {k: b64(v) for k, v in data.items()}}
+
+    def configmap(data: dict[str, str]) -> dict[str, Any]:
+        return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "settings"}, "data": data}
+
+    def replace(obj: dict[str, Any]) -> None:
+        kube.kubectl("replace", "-n", ns, "-f", "-", input=json.dumps(obj))
+
+    apply(kube, ns, secret({"user": "alice", "password": "one", "extra": "gone soon"}),
+          configmap({"color": "blue"}),
+          {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "reader"},
+           "spec": {"terminationGracePeriodSeconds": 1,
+                    "volumes": [{"name": "secret", "secret": {"secretName": "creds"}},
+                                {"name": "config", "configMap": {"name": "settings"}}],
+                    "containers": [{
+                        "name": "main", "image": "none",
+                        "command": [sys.executable.rsplit("/", 1)[-1], "-c", script],
+                        "volumeMounts": [{"name": "secret", "mountPath": mounts["secret"], "readOnly": True},
+                                         {"name": "config", "mountPath": mounts["config"]}]}]}})
+    pod = wait_until(lambda: (p := pod_obj(kube, ns, "reader")) and is_ready(p) and p, WAIT, "pod reader Ready")
+    pid = pid_of(pod)
+
+    def seen(expected: dict[str, Any]) -> dict[str, Any] | None:
+        lines = [ln for ln in container_log(node, ns, "reader", "main").splitlines() if ln.startswith("SEEN ")]
+        last = json.loads(lines[-1].removeprefix("SEEN ")) if lines else None
+        return last if last == {"pid": pid, **expected} else None
+
+    wait_until(lambda: seen({"secret": {"user": "alice", "password": "one", "extra": "gone soon"},
+                             "config": {"color": "blue"}}), WAIT, "initial content read through the mounts")
+
+    # The agent's side: the kubelet's layout, in directories that stay the same inode.
+    run = next(r for r in node.pods.values() if r.key == f"{ns}/reader")
+    secret_dir, config_dir = run.volumes["secret"], run.volumes["config"]
+    inodes = (secret_dir.stat().st_ino, config_dir.stat().st_ino)
+    config_version = os.readlink(config_dir / "..data")
+    assert config_version.startswith("..") and (config_dir / config_version).is_dir()
+    assert os.readlink(config_dir / "color") == "..data/color"
+    secret_version = os.readlink(secret_dir / "..data")
+
+    replace(secret({"user": "alice", "password": "two", "added": "new key"}))
+    wait_until(lambda: seen({"secret": {"user": "alice", "password": "two", "added": "new key"},
+                             "config": {"color": "blue"}}), WAIT, "updated Secret read through the mount")
+    assert not (secret_dir / "extra").exists() and not (secret_dir / "extra").is_symlink()
+    new_secret_version = os.readlink(secret_dir / "..data")
+    assert new_secret_version != secret_version and not (secret_dir / secret_version).exists()
+    assert os.readlink(config_dir / "..data") == config_version  # unchanged: not rewritten
+
+    replace(configmap({"color": "green"}))
+    wait_until(lambda: seen({"secret": {"user": "alice", "password": "two", "added": "new key"},
+                             "config": {"color": "green"}}), WAIT, "updated ConfigMap read through the mount")
+    assert os.readlink(secret_dir / "..data") == new_secret_version
+    assert (secret_dir.stat().st_ino, config_dir.stat().st_ino) == inodes
+
+    # A required Secret deleted while the pod runs: the volume keeps its last content.
+    errors_before = len(node.errors)
+    kube.kubectl("delete", "secret", "creds", "-n", ns)
+    time.sleep(3 * node.volume_refresh + 1)
+    assert (secret_dir / "password").read_text() == "two"
+    assert node.errors[errors_before:] == []
+
+    pod = pod_obj(kube, ns, "reader")
+    assert pod is not None and is_ready(pod)
+    assert pid_of(pod) == pid and alive(pid)
+    assert pod["status"]["containerStatuses"][0]["restartCount"] == 0
+    assert seen({"secret": {"user": "alice", "password": "two", "added": "new key"}, "config": {"color": "green"}})
+    kube.kubectl("delete", "pod", "reader", "-n", ns, "--wait=false")
+    wait_until(lambda: pod_obj(kube, ns, "reader") is None, WAIT, "pod reader removed")
+    wait_until(lambda: not alive(pid), WAIT, "process of pod reader gone")
