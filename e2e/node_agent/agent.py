@@ -217,7 +217,9 @@ class NodeAgent:
         them (subPath mounts excepted: those bind the file of the version current at start)."""
         while not self._stop.is_set():
             for run in list(self.pods.values()):
-                if not run.started or run.deleting or self._stop.is_set():
+                # Not for finished pods: nothing reads their volumes any more (nor does a kubelet).
+                if not run.started or run.deleting or self._stop.is_set() \
+                        or not any(c.running() for c in run.containers):
                     continue
                 try:
                     await asyncio.to_thread(podspec.refresh_volumes, self.api, self._pod_with_ip(run),

@@ -60,29 +60,32 @@ if mode in ("produce", "both"):
             errors.add(err.name())
     producer = Producer({**conf, "acks": "all", "enable.idempotence": True, "error_cb": on_error,
                          "message.timeout.ms": int(seconds * 1000)})
-    for i in range(count):
-        producer.produce(topic, value=f"{topic}-{i}".encode(), on_delivery=done)
-    while len(producer) and time.monotonic() < deadline and not (errors & set(FATAL)):
-        producer.poll(0.5)
-    producer.flush(1)
+    try:
+        for i in range(count):
+            producer.produce(topic, value=f"{topic}-{i}".encode(), on_delivery=done)
+        while len(producer) and time.monotonic() < deadline and not (errors & set(FATAL)):
+            producer.poll(0.5)
+        producer.flush(1)
+    except KafkaException as exc:  # a fatal error (e.g. no right to an idempotent producer id)
+        errors.add(exc.args[0].name())
     out["acked"] = len(acked)
 if mode in ("consume", "both"):
     consumer = Consumer({**conf, "group.id": group, "auto.offset.reset": "earliest", "error_cb": on_error})
     consumer.subscribe([topic])
     seen = set()
-    while len(seen) < count and time.monotonic() < deadline and not (errors & set(FATAL)):
-        msg = consumer.poll(0.5)
-        if msg is None:
-            continue
-        if msg.error():
-            errors.add(msg.error().name())
-            continue
-        seen.add((msg.partition(), msg.offset()))
-    out["consumed"] = len(seen)
     try:
+        while len(seen) < count and time.monotonic() < deadline and not (errors & set(FATAL)):
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error():
+                errors.add(msg.error().name())
+                continue
+            seen.add((msg.partition(), msg.offset()))
         consumer.commit(asynchronous=False)
     except KafkaException as exc:
         errors.add(exc.args[0].name())
+    out["consumed"] = len(seen)
     consumer.close()
 out["errors"] = sorted(errors)
 print("ACCESS", json.dumps(out, sort_keys=True), flush=True)
