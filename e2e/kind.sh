@@ -15,7 +15,8 @@
 #   KCAT_IMAGE    a kcat image for the client pods (edenhill/kcat:1.7.1)
 #   KEEP=1        keep the kind cluster afterwards (it is deleted otherwise, also on failure)
 #   SCENARIOS=0   skip the e2e tier's scenarios (tests/e2e/test_cluster_e2e.py, issue #7: leader
-#                 pod deletion under load, rolling restart, scaling 3->5->3, deletion policies),
+#                 pod deletion under load, rolling restart, scaling 3->5->3, deletion policies;
+#                 tests/e2e/test_security_e2e.py, issue #18: Users, ACLs, quotas, CA renewal),
 #                 which otherwise run unchanged against the kind cluster after the smoke test
 set -euo pipefail
 
@@ -110,11 +111,11 @@ log "client image $client_image"
 printf 'FROM %s\nUSER root\nRUN pip install --no-cache-dir confluent-kafka==2.16.1\n' "$IMAGE" | docker build -t "$client_image" -
 kind load docker-image "$client_image" --name "$KIND_CLUSTER"
 
-log "e2e scenarios (pytest tests/e2e/test_cluster_e2e.py against kind-$KIND_CLUSTER)"
+log "e2e scenarios (pytest tests/e2e/test_cluster_e2e.py tests/e2e/test_security_e2e.py against kind-$KIND_CLUSTER)"
 make deps >/dev/null
 kind get kubeconfig --name "$KIND_CLUSTER" > "${TMPDIR:-/tmp}/riverlog-kind.kubeconfig"
 RIVERLOG_E2E_KUBECONFIG="${TMPDIR:-/tmp}/riverlog-kind.kubeconfig" \
 RIVERLOG_E2E_CLIENT_IMAGE="$client_image" \
 RIVERLOG_E2E_HELM_SET="image.repository=${IMAGE%:*},image.tag=${IMAGE##*:},image.pullPolicy=Never" \
-  .venv/bin/python -m pytest -m e2e -v tests/e2e/test_cluster_e2e.py
+  .venv/bin/python -m pytest -m e2e -v tests/e2e/test_cluster_e2e.py tests/e2e/test_security_e2e.py
 log "OK: the e2e scenarios passed on kind"
