@@ -92,7 +92,8 @@ def libs_dir(version: str | None = None) -> Path:
 
 # Jars whose absence means the cache predates the pom's current dependencies.
 def _required_jars(version: str) -> tuple[str, ...]:
-    return (f"kafka_2.13-{version}.jar", f"kafka-tools-{version}.jar", f"kafka-streams-{version}.jar")
+    return (f"kafka_2.13-{version}.jar", f"kafka-tools-{version}.jar", f"kafka-streams-{version}.jar",
+            f"connect-file-{version}.jar", f"connect-mirror-{version}.jar")
 
 
 def is_installed(version: str | None = None) -> bool:
@@ -152,7 +153,8 @@ def install(version: str | None = None, *, quiet: bool = True, timeout: float = 
                 if needed not in jars:
                     raise KafkaDistError(f"{needed} missing after mvn copy-dependencies")
             if (target / _COMPLETE_MARKER).is_file():
-                # A complete copy from before a dependency was added to the pom (kafka-streams):
+                # A complete copy from before a dependency was added to the pom (kafka-streams,
+                # Connect's file connectors and MirrorMaker 2):
                 # add the new jars beside the old ones rather than replace the directory under
                 # brokers and tools that may be running from it.
                 for jar in staging.glob("*.jar"):

@@ -11,6 +11,8 @@ from support.brokers import kafka_dist
 from support.process_cluster import ProcessCluster
 
 _CLUSTERS_KEY = pytest.StashKey[list[ProcessCluster]]()
+# Other processes of a test (Connect workers, ...): a name and how to read its log's tail.
+_LOGS_KEY = pytest.StashKey[list[tuple[str, Callable[[], str]]]]()
 
 ClusterFactory = Callable[..., ProcessCluster]
 
@@ -25,7 +27,17 @@ def pytest_runtest_makereport(
         for cluster in item.stash.get(_CLUSTERS_KEY, []):
             for node in cluster.nodes:
                 report.sections.append((f"log of node {node.node_id} ({cluster.target})", node.log_tail(150)))
+        for name, tail in item.stash.get(_LOGS_KEY, []):
+            report.sections.append((f"log of {name}", tail()))
     return report
+
+
+@pytest.fixture
+def attach_log(request: pytest.FixtureRequest) -> Callable[[str, Callable[[], str]], None]:
+    """``attach_log(name, tail)``: a failed test's report shows ``tail()`` under ``name``."""
+    def attach(name: str, tail: Callable[[], str]) -> None:
+        request.node.stash.setdefault(_LOGS_KEY, []).append((name, tail))
+    return attach
 
 
 @pytest.fixture

@@ -1,0 +1,177 @@
+"""Issue #19, acceptance 1: Apache Kafka's Connect runtime in distributed mode, unchanged, on a
+3-broker cluster.
+
+Two worker JVMs form one Connect cluster (the ``connect`` group protocol, incremental cooperative
+rebalancing, compacted config/offset/status topics they create and check). The FileStream
+source connector tails a file that grows to 100,000 lines while it runs; the FileStream sink
+connector writes the topic back to a file. Mid-run the worker running the source task is killed
+with -9 (its tasks move to the other worker), later a broker is killed with -9 and restarted.
+The checks, from what the topic and the sink file hold at the end:
+
+- at least once (default): every line is in the topic and in the sink file; per partition the
+  sink file has the records in offset order (a record re-delivered after the worker's death may
+  repeat, earlier records are never written after later ones);
+- with ``exactly.once.source.support=enabled`` (KIP-618: a transactional producer per source
+  task, zombies fenced): every line is in the topic exactly once, read with read_committed.
+
+Runs against Riverlog and, with ``RIVERLOG_TEST_TARGET=kafka``, Apache Kafka with the same code.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from support.brokers import free_ports, kafka_dist
+from support.cluster_workload import create_topic
+from support.connect import FILE_SINK, FILE_SOURCE, ConnectRest, ConnectWorker
+from support.process_cluster import ProcessCluster
+from support.txn_checks import READ_COMMITTED, READ_UNCOMMITTED, read_all
+
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(600)]
+
+LINES = 100_000
+CHUNKS = 20  # the source file grows by LINES / CHUNKS lines at a time
+CHUNK_PAUSE = 0.5
+TOPIC = "connect-lines"
+PARTITIONS = 3
+WAIT = 240.0
+
+
+def line(i: int) -> str:
+    return f"line-{i:06d}"
+
+
+def wait_for(check: Callable[[], object], timeout: float, what: str, interval: float = 0.5) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(interval)
+
+
+@pytest.fixture
+def workers(attach_log: Callable[[str, Callable[[], str]], None]) -> Iterator[list[ConnectWorker]]:
+    """Filled by the test (``add``); every worker is killed at the end, its log in a failure's
+    report."""
+    started: list[ConnectWorker] = []
+
+    class Workers(list[ConnectWorker]):
+        def append(self, worker: ConnectWorker) -> None:
+            super().append(worker)
+            started.append(worker)
+            attach_log(f"Connect worker {worker.name}", lambda: worker.log_tail(150))
+
+    yield Workers()
+    for worker in started:
+        worker.kill()
+
+
+def task_workers(rest: ConnectRest, name: str) -> list[str]:
+    return [t["worker_id"] for t in rest.status(name).get("tasks", [])]
+
+
+def all_tasks_on(worker: ConnectWorker, connectors: tuple[str, ...]) -> bool:
+    """Every connector's single task RUNNING on ``worker``."""
+    if not all(worker.rest.running(name, 1) for name in connectors):
+        return False
+    return {w for name in connectors for w in task_workers(worker.rest, name)} == {f"127.0.0.1:{worker.rest_port}"}
+
+
+@pytest.mark.parametrize("guarantee", ["at_least_once", "exactly_once"])
+def test_file_source_and_sink_survive_a_worker_and_a_broker_killed(
+        guarantee: str, process_cluster_factory: Callable[..., ProcessCluster], workers: list[ConnectWorker],
+        tmp_path: Path) -> None:
+    cluster = process_cluster_factory(3, netns=False, overrides={
+        # Transactions of the killed worker's task producer are aborted soon after its timeout.
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms": 2000})
+    create_topic(cluster, TOPIC, partitions=PARTITIONS, replication=3, config={"min.insync.replicas": "2"})
+    libs = Path(kafka_dist.install())
+    exactly_once = guarantee == "exactly_once"
+    overrides: dict[str, object] = {"exactly.once.source.support": "enabled"} if exactly_once else {}
+    ports = free_ports(2)
+    for n, port in enumerate(ports):
+        workers.append(ConnectWorker(libs, tmp_path, f"worker{n}", cluster.bootstrap, port,
+                                     group_id=f"connect-{guarantee.replace('_', '-')}", overrides=overrides))
+    for worker in workers:
+        worker.start()
+
+    source_file, sink_file = tmp_path / "source.txt", tmp_path / "sink.txt"
+    source_file.write_text("")
+    source_config: dict[str, object] = {"connector.class": FILE_SOURCE, "tasks.max": 1, "file": source_file,
+                                        "topic": TOPIC, "batch.size": 500}
+    if exactly_once:
+        source_config.update({"exactly.once.support": "required", "transaction.boundary": "poll"})
+    rest = workers[0].rest
+    rest.put_connector("lines-in", source_config)
+    rest.put_connector("lines-out", {"connector.class": FILE_SINK, "tasks.max": 1, "file": sink_file,
+                                     "topics": TOPIC})
+    for name in ("lines-in", "lines-out"):
+        wait_for(lambda name=name: rest.running(name, 1), WAIT, f"{name} running")
+
+    def sink_lines() -> list[str]:
+        return sink_file.read_text().splitlines() if sink_file.exists() else []
+
+    written = 0
+    per_chunk = LINES // CHUNKS
+    victim: ConnectWorker | None = None
+    for chunk in range(CHUNKS):
+        with source_file.open("a") as f:
+            f.write("".join(line(i) + "\n" for i in range(written, written + per_chunk)))
+        written += per_chunk
+        if chunk == CHUNKS // 4:
+            # The worker running the source task dies; the survivor takes over its tasks.
+            wait_for(lambda: len(sink_lines()) > 0, WAIT, "the first lines in the sink file")
+            host = task_workers(rest, "lines-in")[0]
+            victim = next(w for w in workers if host.endswith(f":{w.rest_port}"))
+            survivor = next(w for w in workers if w is not victim)
+            victim.kill()
+            wait_for(lambda survivor=survivor: all_tasks_on(survivor, ("lines-in", "lines-out")), WAIT,
+                     "every task on the surviving worker")
+            rest = survivor.rest
+        if chunk == CHUNKS // 2:
+            broker = cluster.nodes[1]
+            broker.kill()
+            time.sleep(3)
+            broker.restart()
+        time.sleep(CHUNK_PAUSE)
+    assert victim is not None
+    victim.start()  # back into the group; the tasks may move again
+
+    wanted = {line(i) for i in range(LINES)}
+    wait_for(lambda: set(sink_lines()) >= wanted, WAIT, f"all {LINES} lines in the sink file", interval=2.0)
+
+    isolation = READ_COMMITTED if exactly_once else READ_UNCOMMITTED
+    topic = read_all(cluster.bootstrap, {TOPIC: PARTITIONS}, isolation, timeout=120)
+    values = [r.value for r in topic.records]
+    assert set(values) == wanted  # every line, nothing else
+    duplicates = len(values) - len(set(values))
+    print(f"{guarantee}: {len(values)} records in the topic for {LINES} lines ({duplicates} duplicates); "
+          f"sink file {len(sink_lines())} lines")
+    if exactly_once:
+        assert duplicates == 0
+
+    # Per partition, the sink file holds the records in offset order: a record's first
+    # appearance never comes after the first appearance of a later record of its partition.
+    # Lines the source sent twice into different partitions are left out (ambiguous).
+    partitions_of: dict[str, set[int]] = defaultdict(set)
+    offset_of: dict[str, int] = {}
+    for r in topic.records:
+        assert r.value is not None
+        partitions_of[r.value].add(r.partition)
+        offset_of.setdefault(r.value, r.offset)
+    seen: set[str] = set()
+    last: dict[int, int] = {}
+    out_of_order = []
+    for text in sink_lines():
+        if text in seen or len(partitions_of[text]) != 1:
+            continue
+        seen.add(text)
+        (partition,) = partitions_of[text]
+        if offset_of[text] < last.get(partition, -1):
+            out_of_order.append((text, partition, offset_of[text], last[partition]))
+        last[partition] = max(last.get(partition, -1), offset_of[text])
+    assert out_of_order == [], out_of_order[:5]

@@ -1,0 +1,143 @@
+"""Apache Kafka's own Connect runtime, run unchanged against a cluster under test (issue #19).
+
+A :class:`ConnectWorker` is one distributed-mode worker JVM (``ConnectDistributed``) with the jars
+``bench/kafka_dist.py`` installs (connect-runtime, connect-file, connect-mirror), its REST API on
+a loopback port. Workers of the same ``group.id`` form one Connect cluster through the broker's
+group coordinator (protocol type ``connect``) and keep their configs, offsets and statuses in
+compacted topics. :class:`ConnectRest` is a small client of the REST API.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from support.brokers import kafka_dist
+
+CONNECT_MAIN = "org.apache.kafka.connect.cli.ConnectDistributed"
+FILE_SOURCE = "org.apache.kafka.connect.file.FileStreamSourceConnector"
+FILE_SINK = "org.apache.kafka.connect.file.FileStreamSinkConnector"
+STRING_CONVERTER = "org.apache.kafka.connect.storage.StringConverter"
+
+
+class ConnectError(AssertionError):
+    pass
+
+
+class ConnectRest:
+    """The Connect REST API of one worker: JSON in, JSON out; errors raise with the body."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url.rstrip("/")
+
+    def call(self, method: str, path: str, body: Any = None, timeout: float = 30.0) -> Any:
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.url + path, data=data, method=method,
+                                     headers={"Content-Type": "application/json", "Accept": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as resp:
+                text = resp.read().decode()
+        except urllib.error.HTTPError as exc:
+            raise ConnectError(f"{method} {path}: HTTP {exc.code}: {exc.read().decode(errors='replace')}") from exc
+        return json.loads(text) if text else None
+
+    def put_connector(self, name: str, config: Mapping[str, Any]) -> Any:
+        return self.call("PUT", f"/connectors/{name}/config", {k: str(v) for k, v in config.items()})
+
+    def status(self, name: str) -> dict[str, Any]:
+        found: dict[str, Any] = self.call("GET", f"/connectors/{name}/status")
+        return found
+
+    def running(self, name: str, tasks: int) -> bool:
+        """The connector and ``tasks`` tasks RUNNING (False while the cluster rebalances)."""
+        try:
+            status = self.status(name)
+        except (ConnectError, OSError):
+            return False
+        states = [t["state"] for t in status.get("tasks", [])]
+        return status["connector"]["state"] == "RUNNING" and states == ["RUNNING"] * tasks
+
+
+class ConnectWorker:
+    """One distributed Connect worker; ``start``, ``kill`` (-9) and ``restart`` it."""
+
+    def __init__(self, libs: Path, workdir: Path, name: str, bootstrap: str, rest_port: int,
+                 group_id: str = "riverlog-connect", replication_factor: int = 3,
+                 overrides: Mapping[str, object] | None = None) -> None:
+        self.libs, self.name, self.rest_port = libs, name, rest_port
+        self.dir = workdir / name
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.properties = self.dir / "worker.properties"
+        self.log_path = self.dir / "worker.log"
+        props: dict[str, object] = {
+            "bootstrap.servers": bootstrap,
+            "group.id": group_id,
+            "key.converter": STRING_CONVERTER,
+            "value.converter": STRING_CONVERTER,
+            "config.storage.topic": f"{group_id}-configs",
+            "offset.storage.topic": f"{group_id}-offsets",
+            "status.storage.topic": f"{group_id}-status",
+            "config.storage.replication.factor": replication_factor,
+            "offset.storage.replication.factor": replication_factor,
+            "status.storage.replication.factor": replication_factor,
+            "listeners": f"http://127.0.0.1:{rest_port}",
+            "rest.advertised.host.name": "127.0.0.1",
+            "rest.advertised.port": rest_port,
+            "offset.flush.interval.ms": 1000,
+            # A worker that died gets its tasks reassigned after this delay (5 min by default).
+            "scheduled.rebalance.max.delay.ms": 10000,
+            **(overrides or {}),
+        }
+        self.properties.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        self.rest = ConnectRest(f"http://127.0.0.1:{rest_port}")
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout: float = 120.0) -> ConnectWorker:
+        cmd = kafka_dist.java_command(self.libs, CONNECT_MAIN, [str(self.properties)], heap="384m",
+                                      log_level="info")
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=self.dir,
+                                         start_new_session=True)
+        self.wait_ready(timeout)
+        return self
+
+    def wait_ready(self, timeout: float) -> None:
+        """Until the REST API answers for the joined cluster (GET /connectors needs the herder)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise ConnectError(f"worker {self.name} exited ({self.proc.returncode}):\n{self.log_tail()}")
+            try:
+                self.rest.call("GET", "/connectors", timeout=5)
+                return
+            except (ConnectError, OSError):
+                pass
+            if time.monotonic() > deadline:
+                raise ConnectError(f"worker {self.name} not ready in {timeout:.0f}s:\n{self.log_tail()}")
+            time.sleep(0.5)
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(30)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def log_tail(self, lines: int = 80) -> str:
+        if not self.log_path.exists():
+            return ""
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
