@@ -116,6 +116,13 @@ def test_operator_deployment(helm_env: dict[str, str]) -> None:
     assert container["args"] == ["--verbose"]
     env = {e["name"]: e.get("value") for e in container["env"]}
     assert env["RIVERLOG_OPERATOR_IMAGE"] == f"riverlog:{APP_VERSION}"
+    # Connects and Mirrors without spec.image run the Connect image (issue #19).
+    assert env["RIVERLOG_OPERATOR_CONNECT_IMAGE"] == f"riverlog-connect:{APP_VERSION}"
+    (custom,) = one(render(helm_env, "--set", "connect.image.repository=registry.example/connect", "--set",
+                           "connect.image.tag=7"), "Deployment", "riverlog-operator")["spec"]["template"]["spec"][
+        "containers"]
+    assert {e["name"]: e.get("value") for e in custom["env"]}["RIVERLOG_OPERATOR_CONNECT_IMAGE"] == \
+        "registry.example/connect:7"
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     assert env["RIVERLOG_OPERATOR_LIVENESS"] == f"http://0.0.0.0:{ports['health']}/healthz"
     assert env["RIVERLOG_OPERATOR_METRICS_PORT"] == str(ports["metrics"])
@@ -167,14 +174,22 @@ def test_rbac_is_least_privilege(helm_env: dict[str, str]) -> None:
         ("", "pods", ("list", "patch", "delete")), ("", "persistentvolumeclaims", ("list", "delete")),
         ("", "nodes", ("get",)), ("", "events", ("create",)), ("", "secrets", ("get", "create", "patch")),
         ("apiextensions.k8s.io", "customresourcedefinitions", ("list", "watch")),
+        # Issue #19: Connect, Connector and Mirror resources and their workers' Deployments.
+        ("riverlog.dev", "connects", ("get", "list", "watch", "patch")),
+        ("riverlog.dev", "connectors", ("get", "list", "watch", "patch")),
+        ("riverlog.dev", "mirrors", ("get", "list", "watch", "patch")),
+        ("riverlog.dev", "connects/status", ("patch",)), ("riverlog.dev", "connectors/status", ("patch",)),
+        ("riverlog.dev", "mirrors/status", ("patch",)),
+        ("riverlog.dev", "connects/finalizers", ("update",)), ("riverlog.dev", "mirrors/finalizers", ("update",)),
+        ("apps", "deployments", ("get", "list", "watch", "create", "patch")),
     ]:
         for verb in verbs:
             assert allowed(rules, group, resource, verb), (group, resource, verb)
     assert allowed(rules, "kopf.dev", "clusterkopfpeerings", "patch", "riverlog-operator")
     # ... and nothing more than that.
     assert not allowed(rules, "kopf.dev", "clusterkopfpeerings", "patch", "someone-elses")
-    for group, resource in [("apps", "statefulsets"), ("", "services"), ("", "configmaps"),
-                            ("riverlog.dev", "clusters")]:
+    for group, resource in [("apps", "statefulsets"), ("apps", "deployments"), ("", "services"), ("", "configmaps"),
+                            ("riverlog.dev", "clusters"), ("riverlog.dev", "connectors")]:
         assert not allowed(rules, group, resource, "delete"), resource
     assert not allowed(rules, "", "nodes", "list") and not allowed(rules, "", "namespaces", "list")
     for verb in ("list", "watch", "delete", "update"):
@@ -188,6 +203,11 @@ def test_rbac_is_least_privilege(helm_env: dict[str, str]) -> None:
     edit = one(docs, "ClusterRole", "riverlog-edit")
     assert edit["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-edit"] == "true"
     assert allowed(edit["rules"], "riverlog.dev", "clusters/scale", "update")
+    for resource in ("connects", "connectors", "mirrors"):
+        assert allowed(edit["rules"], "riverlog.dev", resource, "create")
+        assert allowed(rules_of(docs, "riverlog-view"), "riverlog.dev", f"{resource}/status", "get")
+    assert allowed(edit["rules"], "riverlog.dev", "connects/scale", "update")
+    assert allowed(edit["rules"], "riverlog.dev", "mirrors/scale", "update")
 
 
 def test_peering_name_is_the_operators(helm_env: dict[str, str]) -> None:

@@ -350,3 +350,19 @@ def test_builders_are_pure() -> None:
     before = copy.deepcopy(inputs)
     first = build_connect(inputs)
     assert build_connect(inputs) == first and inputs == before
+
+
+def test_the_example_connect_reaches_the_example_cluster_as_its_user() -> None:
+    docs = list(yaml.safe_load_all((ROOT / "examples" / "connect.yaml").read_text()))
+    (spec,) = [ConnectSpec.from_dict(d["spec"]) for d in docs if d["kind"] == "Connect"]
+    (user,) = [d for d in docs if d["kind"] == "User"]
+    found = resolve_endpoint(spec.endpoint, "kafka", SECURED, user_cluster=user["spec"]["clusterRef"]["name"])
+    assert (found.bootstrap_servers, found.security_protocol) == ("secured-bootstrap.kafka.svc:9094", "SASL_SSL")
+    assert found.password == SecretKeyRef(user["metadata"]["name"], "password")
+    # Its User may use the workers' group and topics (one prefix covers the storage topics).
+    props = worker_properties(ConnectInputs(WorkerRef("Connect", "etl", "kafka", UID), spec, "x", found))
+    acls = {(a["resource"]["type"], a["resource"]["name"]) for a in user["spec"]["authorization"]["acls"]}
+    assert ("group", props["group.id"]) in acls
+    assert all(props[t].startswith("etl-connect-") for t in ("config.storage.topic", "offset.storage.topic",
+                                                            "status.storage.topic"))
+    assert ("topic", "etl-connect-") in acls

@@ -178,3 +178,17 @@ def test_riverlog_to_riverlog_in_the_namespace() -> None:
     assert config["source.cluster.security.protocol"] == config["target.cluster.security.protocol"] == "PLAINTEXT"
     # A one-broker target gets one replica of what MirrorMaker 2 creates there.
     assert (config["replication.factor"], config["offset-syncs.topic.replication.factor"]) == ("1", "3")
+
+
+def test_the_example_mirror_between_the_example_clusters() -> None:
+    docs = list(yaml.safe_load_all((ROOT / "examples" / "mirror.yaml").read_text()))
+    (spec,) = [MirrorSpec.from_dict(d["spec"]) for d in docs if d["kind"] == "Mirror"]
+    demo = ClusterSpec.from_dict(yaml.safe_load((ROOT / "examples" / "cluster.yaml").read_text())["spec"])
+    source = resolve_endpoint(spec.source.endpoint, "kafka", demo)
+    target = resolve_endpoint(spec.target.endpoint, "kafka", SECURED)
+    assert (source.bootstrap_servers, source.security_protocol) == ("demo-bootstrap.kafka.svc:9092", "PLAINTEXT")
+    assert (target.bootstrap_servers, target.security_protocol) == ("secured-bootstrap.kafka.svc:9095", "SSL")
+    configs = mirror_connector_configs(spec, source, target)
+    assert configs[SOURCE_CONNECTOR]["sync.topic.acls.enabled"] == "false"
+    (user,) = [d for d in docs if d["kind"] == "User"]
+    assert user["metadata"]["name"] == spec.target.endpoint.authentication.user

@@ -58,6 +58,11 @@ app.kubernetes.io/component: operator
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
 {{- end -}}
 
+{{/* The Connect image (the Dockerfile's connect stage): the default of Connects and Mirrors. */}}
+{{- define "riverlog.connectImage" -}}
+{{- printf "%s:%s" .Values.connect.image.repository (default .Chart.AppVersion .Values.connect.image.tag) -}}
+{{- end -}}
+
 {{/* Kopf's peering object: the operator's fixed name (riverlog_operator.app.PEERING_NAME). */}}
 {{- define "riverlog.peeringName" -}}
 riverlog-operator
@@ -69,24 +74,27 @@ riverlog-operator
 
 {{/* The operator's rules on namespaced objects (all namespaces, or each watched one). */}}
 {{- define "riverlog.namespacedRules" -}}
-# Cluster and Topic resources: kopf watches them and patches its finalizer and progress
-# annotations onto them; the handlers write their status.
+# Riverlog's resources (Cluster, Topic, User; Connect, Connector, Mirror of issue #19): kopf
+# watches them and patches its finalizer and progress annotations onto them; the handlers write
+# their status.
 - apiGroups: [riverlog.dev]
-  resources: [clusters, topics, users]
+  resources: [clusters, topics, users, connects, connectors, mirrors]
   verbs: [get, list, watch, patch]
 - apiGroups: [riverlog.dev]
-  resources: [clusters/status, topics/status, users/status]
+  resources: [clusters/status, topics/status, users/status, connects/status, connectors/status, mirrors/status]
   verbs: [get, patch]
 # Children carry ownerReferences with blockOwnerDeletion, which needs update on the owner's
 # finalizers (the OwnerReferencesPermissionEnforcement admission plugin checks it); a User owns
-# its credentials Secret.
+# its credentials Secret, a Connect and a Mirror their workers' Deployment, ConfigMap, Service
+# and PodDisruptionBudget.
 - apiGroups: [riverlog.dev]
-  resources: [clusters/finalizers, users/finalizers]
+  resources: [clusters/finalizers, users/finalizers, connects/finalizers, mirrors/finalizers]
   verbs: [update]
-# What the builders make, applied with server-side apply (create when absent, else patch).
-# Deletion is left to the garbage collector (owner references).
+# What the builders make, applied with server-side apply (create when absent, else patch):
+# brokers' StatefulSets, Connect workers' Deployments. Deletion is left to the garbage
+# collector (owner references).
 - apiGroups: [apps]
-  resources: [statefulsets]
+  resources: [statefulsets, deployments]
   verbs: [get, list, watch, create, patch]
 - apiGroups: [""]
   resources: [configmaps, services, serviceaccounts]

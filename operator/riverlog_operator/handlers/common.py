@@ -19,12 +19,16 @@ MANUAL_ROLL_ANNOTATION = "riverlog.dev/manual-rolling-update"
 BOOTSTRAP_ANNOTATION = "riverlog.dev/bootstrap-servers"
 
 DEFAULT_IMAGE = "riverlog:0.1.0"
+# The Connect image (the Dockerfile's connect stage), for Connects and Mirrors without spec.image.
+DEFAULT_CONNECT_IMAGE = "riverlog-connect:0.1.0"
 
 
 @dataclass
 class OperatorState:
     api: KubeApi | None = None
     default_image: str = field(default_factory=lambda: os.environ.get("RIVERLOG_OPERATOR_IMAGE", DEFAULT_IMAGE))
+    default_connect_image: str = field(
+        default_factory=lambda: os.environ.get("RIVERLOG_OPERATOR_CONNECT_IMAGE", DEFAULT_CONNECT_IMAGE))
     locks: dict[str, asyncio.Lock] = field(default_factory=dict)
 
     def lock(self, uid: str) -> asyncio.Lock:
