@@ -1,19 +1,25 @@
 """The Dockerfile, read as Docker would, since no Docker engine runs here: stages, a non-root
 user, the install step shared with CI, a build context that holds what the COPYs need, and
-hadolint's rules."""
+hadolint's rules. Also the Connect image's stages (issue #19): Kafka's jars from the pom the
+tests use, on Java 17, run by the launcher script the operator's worker pods call."""
 
 from __future__ import annotations
 
 import fnmatch
 import json
+import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import tomllib
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from riverlog_operator.builders import connect as connect_builder
+from support.brokers import kafka_dist
 from support.image_stage import DOCKERFILE, ROOT, Stage, parse_dockerfile
 
 pytestmark = pytest.mark.unit
@@ -28,9 +34,12 @@ def stages() -> list[Stage]:
 
 def test_multi_stage_on_slim_python_311(stages: list[Stage]) -> None:
     assert len(stages) >= 2
-    for stage in stages:
-        assert re.fullmatch(r"python:3\.11-slim(-\w+)?", stage.base), stage.base
     build, runtime = stages[0], stages[-1]
+    # The runtime stage is the last one: what a plain `docker build .` makes (the Connect stages
+    # sit between, built with --target connect).
+    assert (build.name, runtime.name) == ("build", "runtime")
+    for stage in (build, runtime):
+        assert re.fullmatch(r"python:3\.11-slim(-\w+)?", stage.base), stage.base
     # The runtime stage takes only the built tree from the build stage, nothing from the context.
     copies = runtime.all("COPY")
     assert copies and all(c.startswith(f"--from={build.name} ") for c in copies), copies
@@ -127,3 +136,93 @@ def test_hadolint_is_clean() -> None:
     proc = subprocess.run([str(hadolint), "--no-color", str(DOCKERFILE)], capture_output=True, text=True,
                           check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+# --- the Connect image (issue #19) ------------------------------------------------------------
+
+LAUNCHER = ROOT / "scripts" / "riverlog-connect"
+POM = ROOT / "bench" / "kafka-pom.xml"
+MAVEN = "{http://maven.apache.org/POM/4.0.0}"
+
+
+def _stage(stages: list[Stage], name: str) -> Stage:
+    (found,) = [s for s in stages if s.name == name]
+    return found
+
+
+def test_connect_image_is_kafkas_connect_on_java_17_as_a_numeric_non_root_user(stages: list[Stage]) -> None:
+    libs, connect = _stage(stages, "connect-libs"), _stage(stages, "connect")
+    assert re.fullmatch(r"eclipse-temurin:17-jre(-\w+)?", connect.base), connect.base
+    assert re.fullmatch(r"maven:3[.\d]*-eclipse-temurin-17", libs.base), libs.base
+    # Only the jars, the launcher and a plugin directory; no build tools in the image.
+    copies = connect.all("COPY")
+    assert copies == ["--from=connect-libs /opt/riverlog-connect/libs /opt/riverlog-connect/libs",
+                      f"scripts/riverlog-connect /usr/local/bin/{connect_builder.LAUNCHER}"]
+    assert any(f"mkdir -p {connect_builder.PLUGINS_DIR}" in r for r in connect.all("RUN"))
+    users = connect.all("USER")
+    assert users and users[-1] == f"{connect_builder.RUN_AS_USER}:{connect_builder.RUN_AS_USER}"
+    after = connect.instructions[[i.keyword for i in connect.instructions].index("USER"):]
+    assert not any(i.keyword == "RUN" for i in after)
+    # Exec form: the JVM is PID 1 (the launcher execs it) and gets SIGTERM.
+    assert json.loads(connect.all("ENTRYPOINT")[-1]) == [connect_builder.LAUNCHER]
+    assert json.loads(connect.all("CMD")[-1]) == [f"{connect_builder.CONFIG_DIR}/{connect_builder.CONFIG_FILE}"]
+    assert connect.all("EXPOSE") == [str(connect_builder.REST_PORT)]
+    assert any(e.startswith("RIVERLOG_CONNECT_JAVA_OPTS=") for e in connect.all("ENV"))
+
+
+def test_connect_jars_come_from_the_pom_the_tests_use_at_their_version(stages: list[Stage]) -> None:
+    args, _ = parse_dockerfile(DOCKERFILE.read_text())
+    pom = ET.parse(POM).getroot()
+    pom_version = pom.findtext(f"{MAVEN}properties/{MAVEN}kafka.version")
+    assert args["KAFKA_VERSION"] == kafka_dist.DEFAULT_KAFKA_VERSION == pom_version
+    libs = _stage(stages, "connect-libs")
+    assert libs.all("COPY") == ["bench/kafka-pom.xml ./"]
+    (run,) = libs.all("RUN")
+    words = shlex.split(run)
+    assert words[:5] == ["mvn", "-B", "-q", "-f", "kafka-pom.xml"]
+    assert words[words.index("-P") + 1] == "!broker"
+    assert "-Dkafka.version=${KAFKA_VERSION}" in words and "-Doutput.dir=/opt/riverlog-connect/libs" in words
+    assert words[-1] == "dependency:copy-dependencies"
+
+
+def _artifacts(parent: ET.Element) -> set[str]:
+    return {d.findtext(f"{MAVEN}artifactId") or "" for d in parent.findall(f"{MAVEN}dependencies/{MAVEN}dependency")}
+
+
+def test_the_pom_without_its_broker_profile_is_connect_alone() -> None:
+    pom = ET.parse(POM).getroot()
+    always = _artifacts(pom)
+    assert {"connect-runtime", "connect-file", "connect-mirror", "kafka-clients", "slf4j-simple"} <= always
+    assert not always & {"kafka_2.13", "kafka-tools", "kafka-streams"}
+    (profile,) = pom.findall(f"{MAVEN}profiles/{MAVEN}profile")
+    assert profile.findtext(f"{MAVEN}id") == "broker"
+    # Active unless deactivated: bench/kafka_dist.py resolves everything, as before.
+    assert profile.findtext(f"{MAVEN}activation/{MAVEN}activeByDefault") == "true"
+    assert _artifacts(profile) == {"kafka_2.13", "kafka-tools", "kafka-streams"}
+    version = "9.9.9"
+    wanted = {jar.removesuffix(f"-{version}.jar") for jar in kafka_dist._required_jars(version)}
+    assert wanted <= always | _artifacts(profile)
+
+
+def test_the_launcher_runs_connect_distributed_with_the_jars_and_options(tmp_path: Path) -> None:
+    shellcheck = shutil.which("shellcheck")
+    assert shellcheck, "shellcheck comes from Debian (make system-deps)"
+    proc = subprocess.run([shellcheck, str(LAUNCHER)], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert LAUNCHER.stat().st_mode & 0o111, "scripts/riverlog-connect is not executable"
+    # A stand-in java on PATH prints the arguments it was given, one a line.
+    fake = tmp_path / "bin" / "java"
+    fake.parent.mkdir()
+    fake.write_text('#!/bin/sh\nfor a in "$@"; do printf \'%s\\n\' "$a"; done\n')
+    fake.chmod(0o755)
+    env = {"PATH": f"{fake.parent}:{os.environ['PATH']}",
+           "RIVERLOG_CONNECT_JAVA_OPTS": "-XX:MaxRAMPercentage=75.0 -Dname=with*star"}
+    out = subprocess.run([str(LAUNCHER), "/etc/riverlog-connect/connect-distributed.properties"], env=env,
+                         capture_output=True, text=True, check=True, cwd=tmp_path).stdout.splitlines()
+    assert out == ["-XX:MaxRAMPercentage=75.0", "-Dname=with*star", "-cp", "/opt/riverlog-connect/libs/*",
+                   "org.apache.kafka.connect.cli.ConnectDistributed",
+                   "/etc/riverlog-connect/connect-distributed.properties"]
+    env.pop("RIVERLOG_CONNECT_JAVA_OPTS")
+    out = subprocess.run([str(LAUNCHER), "w.properties"], env=env, capture_output=True, text=True, check=True,
+                         cwd=tmp_path).stdout.splitlines()
+    assert out[0] == "-cp" and out[-1] == "w.properties"
