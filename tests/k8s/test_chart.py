@@ -119,10 +119,10 @@ def test_operator_deployment(helm_env: dict[str, str]) -> None:
     # Connects and Mirrors without spec.image run the Connect image (issue #19).
     assert env["RIVERLOG_OPERATOR_CONNECT_IMAGE"] == f"riverlog-connect:{APP_VERSION}"
     (custom,) = one(render(helm_env, "--set", "connect.image.repository=registry.example/connect", "--set",
-                           "connect.image.tag=7"), "Deployment", "riverlog-operator")["spec"]["template"]["spec"][
+                           "connect.image.tag=7.0.1"), "Deployment", "riverlog-operator")["spec"]["template"]["spec"][
         "containers"]
     assert {e["name"]: e.get("value") for e in custom["env"]}["RIVERLOG_OPERATOR_CONNECT_IMAGE"] == \
-        "registry.example/connect:7"
+        "registry.example/connect:7.0.1"
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     assert env["RIVERLOG_OPERATOR_LIVENESS"] == f"http://0.0.0.0:{ports['health']}/healthz"
     assert env["RIVERLOG_OPERATOR_METRICS_PORT"] == str(ports["metrics"])
