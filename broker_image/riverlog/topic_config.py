@@ -100,6 +100,12 @@ def _bool(value: str) -> None:
         raise InvalidConfig(f"value {value!r} must be true or false")
 
 
+def _tiered_storage_off(value: str) -> None:
+    _bool(value)
+    if value.lower() == "true":
+        raise InvalidConfig("tiered storage is not supported by Riverlog")
+
+
 def _prop(key: str) -> Callable[[BrokerConfig], str]:
     return lambda cfg: cfg.get(key)
 
@@ -172,6 +178,31 @@ _DEFS = [
                    check=_bool),
     TopicConfigDef("message.downconversion.enable", ConfigType.BOOLEAN, "kept for tool compatibility",
                    None, "true", check=_bool),
+    # Kafka 4's remaining topic configs, so tools that copy a topic's whole config (MirrorMaker 2
+    # syncs every one it reads from a Kafka source) are answered as Kafka would answer them.
+    # Compression levels (KIP-390) are accepted with Kafka's ranges; Riverlog recompresses at
+    # each codec's default level.
+    TopicConfigDef("compression.gzip.level", ConfigType.INT, "gzip level when the broker compresses",
+                   None, "-1", check=lambda v: None if v.strip() == "-1" else _int_range(1, 9)(v)),
+    TopicConfigDef("compression.lz4.level", ConfigType.INT, "lz4 level when the broker compresses",
+                   None, "9", check=_int_range(1, 17)),
+    TopicConfigDef("compression.zstd.level", ConfigType.INT, "zstd level when the broker compresses",
+                   None, "3", check=_int_range(-131072, 22)),
+    TopicConfigDef("leader.replication.throttled.replicas", ConfigType.LIST,
+                   "replicas throttled on the leader side during reassignment", None, ""),
+    TopicConfigDef("follower.replication.throttled.replicas", ConfigType.LIST,
+                   "replicas throttled on the follower side during reassignment", None, ""),
+    # Tiered storage is not built: it may be named, never switched on (refused, not ignored).
+    TopicConfigDef("remote.storage.enable", ConfigType.BOOLEAN, "tiered storage (not supported by Riverlog)",
+                   None, "false", check=_tiered_storage_off),
+    TopicConfigDef("local.retention.ms", ConfigType.LONG, "local retention with tiered storage",
+                   None, "-2", check=_int_range(-2, LONG_MAX)),
+    TopicConfigDef("local.retention.bytes", ConfigType.LONG, "local retention with tiered storage",
+                   None, "-2", check=_int_range(-2, LONG_MAX)),
+    TopicConfigDef("remote.log.copy.disable", ConfigType.BOOLEAN, "tiered storage copy switch",
+                   None, "false", check=_bool),
+    TopicConfigDef("remote.log.delete.on.disable", ConfigType.BOOLEAN, "tiered storage deletion switch",
+                   None, "false", check=_bool),
 ]
 
 TOPIC_CONFIGS: dict[str, TopicConfigDef] = {d.name: d for d in _DEFS}

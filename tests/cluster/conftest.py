@@ -44,15 +44,18 @@ def attach_log(request: pytest.FixtureRequest) -> Callable[[str, Callable[[], st
 def process_cluster_factory(
     request: pytest.FixtureRequest, tmp_path: Path, broker_target: str
 ) -> Iterator[ClusterFactory]:
-    """``make(size=3, overrides={...}, netns=True, start=True)``: a cluster of broker processes
+    """``make(size=3, overrides={...}, netns=True, start=True, target=None)``: a cluster of broker processes
     under the test's tmp_path, torn down (processes and namespaces) when the test ends."""
     created: list[ProcessCluster] = []
     request.node.stash[_CLUSTERS_KEY] = created
 
     def make(size: int = 3, *, overrides: Mapping[str, object] | None = None, netns: bool = True,
-             start: bool = True, **options: Any) -> ProcessCluster:
-        libs = Path(kafka_dist.install()) if broker_target == "kafka" else None
-        cluster = ProcessCluster(tmp_path / f"cluster{len(created)}", size, target=broker_target,
+             start: bool = True, target: str | None = None, **options: Any) -> ProcessCluster:
+        # ``target``: "kafka" for an Apache Kafka cluster whatever the tier's target (a source
+        # cluster that migrates to the target under test).
+        target = target or broker_target
+        libs = Path(kafka_dist.install()) if target == "kafka" else None
+        cluster = ProcessCluster(tmp_path / f"cluster{len(created)}", size, target=target,
                                  overrides=overrides, netns=netns, kafka_libs=libs, **options)
         created.append(cluster)
         if start:

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pytest
 from support.brokers import free_ports, kafka_dist
+from support.clients import wait_until
 from support.cluster_workload import create_topic
 from support.connect import FILE_SINK, FILE_SOURCE, ConnectRest, ConnectWorker
 from support.process_cluster import ProcessCluster
@@ -45,12 +46,8 @@ def line(i: int) -> str:
     return f"line-{i:06d}"
 
 
-def wait_for(check: Callable[[], object], timeout: float, what: str, interval: float = 0.5) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(interval)
+def wait_for(check: Callable[[], object], timeout: float, what: str, interval: float = 1.0) -> None:
+    wait_until(check, timeout=timeout, interval=interval, message=f"waiting for {what}")
 
 
 @pytest.fixture

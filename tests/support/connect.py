@@ -56,14 +56,17 @@ class ConnectRest:
         found: dict[str, Any] = self.call("GET", f"/connectors/{name}/status")
         return found
 
-    def running(self, name: str, tasks: int) -> bool:
-        """The connector and ``tasks`` tasks RUNNING (False while the cluster rebalances)."""
+    def running(self, name: str, tasks: int | None) -> bool:
+        """The connector and ``tasks`` tasks RUNNING (False while the cluster rebalances);
+        ``tasks`` None: however many it has (a MirrorMaker 2 checkpoint connector has none
+        until a group to checkpoint exists)."""
         try:
             status = self.status(name)
         except (ConnectError, OSError):
             return False
         states = [t["state"] for t in status.get("tasks", [])]
-        return status["connector"]["state"] == "RUNNING" and states == ["RUNNING"] * tasks
+        wanted = len(states) if tasks is None else tasks
+        return status["connector"]["state"] == "RUNNING" and states == ["RUNNING"] * wanted
 
 
 class ConnectWorker:
