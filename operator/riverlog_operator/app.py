@@ -1,4 +1,5 @@
-"""Kopf wiring: settings, handlers for Cluster, Topic and User, metrics, peering.
+"""Kopf wiring: settings, handlers for Cluster, Topic, User, Connect, Connector and Mirror, metrics,
+peering.
 
 Importing this module registers the handlers in kopf's default registry; ``__main__`` runs
 them. Every handler calls one level-triggered reconcile function (``handlers/``).
@@ -17,6 +18,9 @@ import kopf
 from . import GROUP, VERSION, metrics
 from .handlers.cluster import ReconcileError, reconcile_cluster
 from .handlers.common import STATE
+from .handlers.connect import ConnectRetry, reconcile_connect
+from .handlers.connector import ConnectorRetry, delete_connector, reconcile_connector
+from .handlers.mirror import delete_mirror, reconcile_mirror
 from .handlers.topic import TopicRetry, delete_topic, reconcile_topic
 from .handlers.user import UserRetry, delete_user, reconcile_user
 from .kubeapi import ApiError, KubeApi
@@ -26,6 +30,9 @@ log = logging.getLogger(__name__)
 PEERING_NAME = "riverlog-operator"
 RESYNC_SECONDS = float(os.environ.get("RIVERLOG_OPERATOR_RESYNC_SECONDS", "10"))
 TOPIC_RESYNC_SECONDS = float(os.environ.get("RIVERLOG_OPERATOR_TOPIC_RESYNC_SECONDS", "30"))
+# Connectors and Mirrors: state, tasks and drift change on the workers without any event here.
+CONNECTOR_RESYNC_SECONDS = float(os.environ.get("RIVERLOG_OPERATOR_CONNECTOR_RESYNC_SECONDS",
+                                                str(TOPIC_RESYNC_SECONDS)))
 RETRY_SECONDS = float(os.environ.get("RIVERLOG_OPERATOR_RETRY_SECONDS", "5"))
 
 
@@ -222,3 +229,77 @@ async def user_resync(body: kopf.Body, **_: Any) -> None:
 @kopf.on.delete(GROUP, VERSION, "users")
 async def user_deleted(body: kopf.Body, **_: Any) -> None:
     await _clean_up("UserDeletion", body, delete_user, (UserRetry,))
+
+
+# --- Kafka Connect (issue #19) ------------------------------------------------------------------
+
+
+async def _reconcile_connect(api: KubeApi, body: Mapping[str, Any]) -> None:
+    await reconcile_connect(api, body, STATE.default_connect_image)
+
+
+async def _reconcile_mirror(api: KubeApi, body: Mapping[str, Any]) -> None:
+    await reconcile_mirror(api, body, STATE.default_connect_image)
+
+
+async def _connect(body: kopf.Body) -> None:
+    await _reconcile_fresh("Connect", body, _reconcile_connect, (ConnectRetry,))
+
+
+@kopf.on.resume(GROUP, VERSION, "connects")
+@kopf.on.create(GROUP, VERSION, "connects")
+@kopf.on.update(GROUP, VERSION, "connects")
+async def connect_changed(body: kopf.Body, **_: Any) -> None:
+    await _connect(body)
+
+
+@kopf.timer(GROUP, VERSION, "connects", interval=RESYNC_SECONDS, initial_delay=RESYNC_SECONDS)
+async def connect_resync(body: kopf.Body, **_: Any) -> None:
+    # Ready workers follow the Deployment, rotated credentials the Secrets: neither is an event
+    # on the Connect. (Owner references delete the workers with it: no finalizer.)
+    await _connect(body)
+
+
+async def _connector(body: kopf.Body) -> None:
+    await _reconcile_fresh("Connector", body, reconcile_connector, (ConnectorRetry,))
+
+
+@kopf.on.resume(GROUP, VERSION, "connectors")
+@kopf.on.create(GROUP, VERSION, "connectors")
+@kopf.on.update(GROUP, VERSION, "connectors")
+async def connector_changed(body: kopf.Body, **_: Any) -> None:
+    await _connector(body)
+
+
+@kopf.timer(GROUP, VERSION, "connectors", interval=CONNECTOR_RESYNC_SECONDS,
+            initial_delay=CONNECTOR_RESYNC_SECONDS)
+async def connector_resync(body: kopf.Body, **_: Any) -> None:
+    # State and tasks change on the workers; a config changed through the REST API is drift.
+    await _connector(body)
+
+
+@kopf.on.delete(GROUP, VERSION, "connectors")
+async def connector_deleted(body: kopf.Body, **_: Any) -> None:
+    await _clean_up("ConnectorDeletion", body, delete_connector, (ConnectorRetry,))
+
+
+async def _mirror(body: kopf.Body) -> None:
+    await _reconcile_fresh("Mirror", body, _reconcile_mirror, (ConnectRetry, ConnectorRetry))
+
+
+@kopf.on.resume(GROUP, VERSION, "mirrors")
+@kopf.on.create(GROUP, VERSION, "mirrors")
+@kopf.on.update(GROUP, VERSION, "mirrors")
+async def mirror_changed(body: kopf.Body, **_: Any) -> None:
+    await _mirror(body)
+
+
+@kopf.timer(GROUP, VERSION, "mirrors", interval=CONNECTOR_RESYNC_SECONDS, initial_delay=CONNECTOR_RESYNC_SECONDS)
+async def mirror_resync(body: kopf.Body, **_: Any) -> None:
+    await _mirror(body)
+
+
+@kopf.on.delete(GROUP, VERSION, "mirrors")
+async def mirror_deleted(body: kopf.Body, **_: Any) -> None:
+    # The connectors' configs live in the workers' config topic, which outlives the Deployment.
+    await _clean_up("MirrorDeletion", body, delete_mirror, (ConnectorRetry,))

@@ -38,10 +38,14 @@ KINDS: dict[str, tuple[str, str, bool]] = {
     "Node": ("/api/v1", "nodes", False),
     "Event": ("/api/v1", "events", True),
     "StatefulSet": ("/apis/apps/v1", "statefulsets", True),
+    "Deployment": ("/apis/apps/v1", "deployments", True),
     "PodDisruptionBudget": ("/apis/policy/v1", "poddisruptionbudgets", True),
     "Cluster": ("/apis/riverlog.dev/v1alpha1", "clusters", True),
     "Topic": ("/apis/riverlog.dev/v1alpha1", "topics", True),
     "User": ("/apis/riverlog.dev/v1alpha1", "users", True),
+    "Connect": ("/apis/riverlog.dev/v1alpha1", "connects", True),
+    "Connector": ("/apis/riverlog.dev/v1alpha1", "connectors", True),
+    "Mirror": ("/apis/riverlog.dev/v1alpha1", "mirrors", True),
     "ClusterKopfPeering": ("/apis/kopf.dev/v1", "clusterkopfpeerings", False),
 }
 

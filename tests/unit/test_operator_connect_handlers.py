@@ -1,0 +1,191 @@
+"""The Connect, Connector and Mirror handlers' own decisions (issue #19), with stand-ins for the
+Kubernetes API and the Connect REST API: endpoint resolution errors as spec problems, the
+credentials version, the workers' Ready condition, and a connector brought to its spec (created
+in its state, updated, drift reported only without a spec change, paused and resumed). The
+k8s tier runs the same code against a real API server and a real Connect worker."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from collections.abc import Mapping
+from typing import Any, cast
+
+import pytest
+from riverlog_operator.builders.mirror import CONNECTORS, mirror_connector_configs
+from riverlog_operator.connect_model import ConnectorSpec, KafkaEndpointSpec, MirrorSpec
+from riverlog_operator.connect_rest import ConnectRest, ConnectRestError
+from riverlog_operator.connectors import connector_config
+from riverlog_operator.handlers.connect import (
+    REST_URL_ANNOTATION,
+    SpecProblem,
+    Workers,
+    credentials_version,
+    resolve,
+    rest_url_of,
+    worker_ref,
+)
+from riverlog_operator.handlers.connector import converge_connector, rest_problem
+from riverlog_operator.handlers.mirror import connector_spec
+from riverlog_operator.kubeapi import KubeApi
+
+pytestmark = pytest.mark.unit
+
+FILE_SINK = "org.apache.kafka.connect.file.FileStreamSinkConnector"
+
+
+class FakeKube:
+    def __init__(self, objects: Mapping[tuple[str, str], dict[str, Any]]) -> None:
+        self.objects = dict(objects)
+
+    async def get(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any] | None:
+        return self.objects.get((kind, name))
+
+
+def kube(**objects: dict[str, Any]) -> KubeApi:
+    return cast(KubeApi, FakeKube({tuple(k.split(":", 1)): v for k, v in objects.items()}))  # type: ignore[misc]
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+def test_missing_cluster_user_and_listener_are_spec_problems() -> None:
+    spec = KafkaEndpointSpec.from_dict({"clusterRef": {"name": "demo"},
+                                        "authentication": {"type": "scram-sha-512", "userRef": {"name": "alice"}}})
+    with pytest.raises(SpecProblem) as missing:
+        run(resolve(kube(), spec, "ns"))
+    assert missing.value.reason == "ClusterNotFound"
+    plain = {"spec": {"replicas": 3, "listeners": [{"name": "PLAIN", "port": 9092}]}}
+    with pytest.raises(SpecProblem) as no_user:
+        run(resolve(kube(**{"Cluster:demo": plain}), spec, "ns"))
+    assert (no_user.value.reason, no_user.value.message) == ("UserNotFound", "no User 'alice' in namespace ns")
+    user = {"spec": {"clusterRef": {"name": "demo"}}}
+    with pytest.raises(SpecProblem) as no_listener:
+        run(resolve(kube(**{"Cluster:demo": plain, "User:alice": user}), spec, "ns"))
+    assert no_listener.value.reason == "InvalidEndpoint"
+    assert "no listener with authentication scram-sha-512" in no_listener.value.message
+    secured = {"spec": {"replicas": 1, "listeners": [{"name": "PLAIN", "port": 9092},
+                                                     {"name": "SECURE", "port": 9094, "tls": True,
+                                                      "authentication": {"type": "scram-sha-512"}}]}}
+    endpoint = run(resolve(kube(**{"Cluster:demo": secured, "User:alice": user}), spec, "ns"))
+    assert endpoint.bootstrap_servers == "demo-bootstrap.ns.svc:9094" and endpoint.security_protocol == "SASL_SSL"
+    assert endpoint.replication_factor == 1
+
+
+def test_credentials_version_hashes_the_mounted_keys_and_names_missing_ones() -> None:
+    spec = KafkaEndpointSpec.from_dict({"bootstrapServers": "k:9093", "tls": {"trustedCASecret": {"name": "ca"}},
+                                        "authentication": {"type": "scram-sha-512", "username": "svc",
+                                                           "passwordSecret": {"name": "creds"}}})
+    endpoint = run(resolve(kube(), spec, "ns"))
+
+    def secret(**data: str) -> dict[str, Any]:
+        return {"data": {k: base64.b64encode(v.encode()).decode() for k, v in data.items()}}
+
+    version, missing = run(credentials_version(kube(**{"Secret:ca": secret(**{"ca.crt": "A"})}), "ns", [endpoint]))
+    assert missing == ["creds/password"] and version
+    one, none_missing = run(credentials_version(
+        kube(**{"Secret:ca": secret(**{"ca.crt": "A"}), "Secret:creds": secret(password="1", other="x")}), "ns",
+        [endpoint]))
+    assert none_missing == [] and one != version
+    other_key, _ = run(credentials_version(
+        kube(**{"Secret:ca": secret(**{"ca.crt": "A"}), "Secret:creds": secret(password="1", other="y")}), "ns",
+        [endpoint]))
+    assert other_key == one  # only the mounted keys count
+    rotated, _ = run(credentials_version(
+        kube(**{"Secret:ca": secret(**{"ca.crt": "A"}), "Secret:creds": secret(password="2")}), "ns", [endpoint]))
+    assert rotated != one
+    plain = run(resolve(kube(), KafkaEndpointSpec.from_dict({"bootstrapServers": "k:9092"}), "ns"))
+    assert run(credentials_version(kube(), "ns", [plain])) == (None, [])
+
+
+def test_workers_ready_condition() -> None:
+    assert Workers(1, 1, 0).ready_condition() == (False, "WorkersNotReady", "0/1 workers ready")
+    assert Workers(2, 2, 2).ready_condition() == (True, "WorkersReady", "2/2 workers ready")
+    assert Workers(2, 3, 2).ready_condition()[1] == "WorkersNotReady"  # a rolling update's surge
+    assert Workers(0, 0, 0).ready_condition()[1] == "ScaledToZero"
+    assert Workers(1, 0, 0, ("ClusterNotFound", "no Cluster")).ready_condition() == (False, "ClusterNotFound",
+                                                                                     "no Cluster")
+
+
+def test_rest_url_is_the_service_unless_annotated() -> None:
+    body: dict[str, Any] = {"metadata": {"name": "etl", "namespace": "ns", "uid": "u"}}
+    assert rest_url_of(body, worker_ref("Connect", body)) == "http://etl-connect-api.ns.svc:8083"
+    body["metadata"]["annotations"] = {REST_URL_ANNOTATION: "http://127.0.0.1:1234/"}
+    assert rest_url_of(body, worker_ref("Connect", body)) == "http://127.0.0.1:1234"
+
+
+class FakeRest:
+    """A Connect worker's connectors as the REST API shows them; state changes are immediate."""
+
+    def __init__(self) -> None:
+        self.configs: dict[str, dict[str, str]] = {}
+        self.states: dict[str, str] = {}
+        self.calls: list[str] = []
+
+    async def config(self, name: str) -> dict[str, str] | None:
+        return self.configs.get(name)
+
+    async def status(self, name: str) -> dict[str, Any] | None:
+        if name not in self.configs:
+            return None
+        state = self.states[name]
+        return {"name": name, "connector": {"state": state, "worker_id": "w:8083"},
+                "tasks": [{"id": 0, "state": state, "worker_id": "w:8083"}]}
+
+    async def create(self, request: Mapping[str, Any]) -> None:
+        self.calls.append(f"create {request['initial_state']}")
+        self.configs[request["name"]] = dict(request["config"])
+        self.states[request["name"]] = request["initial_state"]
+
+    async def put_config(self, name: str, config: Mapping[str, str]) -> None:
+        self.calls.append("put")
+        self.configs[name] = dict(config)
+
+    async def act(self, name: str, action: str) -> None:
+        self.calls.append(action)
+        self.states[name] = {"pause": "PAUSED", "resume": "RUNNING", "stop": "STOPPED"}[action]
+
+
+def test_converge_creates_updates_corrects_drift_and_changes_state() -> None:
+    fake = FakeRest()
+    rest = cast(ConnectRest, fake)
+
+    def spec(**fields: Any) -> ConnectorSpec:
+        return ConnectorSpec.from_dict({"connectRef": {"name": "etl"}, "class": FILE_SINK,
+                                        "config": {"topics": "t", "file": "/a"}, **fields})
+
+    status, drift = run(converge_connector(rest, "lines", spec(state="paused"), True))
+    assert fake.calls == ["create PAUSED"] and drift == [] and status["connector"]["state"] == "PAUSED"
+    assert fake.configs["lines"] == connector_config("lines", spec())
+
+    status, drift = run(converge_connector(rest, "lines", spec(), True))
+    assert fake.calls[1:] == ["resume"] and status["connector"]["state"] == "RUNNING"
+
+    # A config change with a spec change is an update; without one, drift (put back either way).
+    run(converge_connector(rest, "lines", spec(config={"topics": "t", "file": "/b"}), True))
+    assert fake.calls[2:] == ["put"] and fake.configs["lines"]["file"] == "/b"
+    fake.configs["lines"] = {**fake.configs["lines"], "file": "/sneaky", "extra": "1"}
+    _, drift = run(converge_connector(rest, "lines", spec(config={"topics": "t", "file": "/b"}), False))
+    assert drift == ["extra", "file"] and fake.configs["lines"]["file"] == "/b" and "extra" not in fake.configs["lines"]
+    _, drift = run(converge_connector(rest, "lines", spec(config={"topics": "t", "file": "/b"}), False))
+    assert drift == [] and fake.calls[-1] == "put"  # nothing more to do
+    assert len(fake.calls) == 4
+
+
+def test_rest_problems() -> None:
+    assert rest_problem(ConnectRestError("PUT", "/x", 400, "bad config"), "u") == ("InvalidConfig", "bad config",
+                                                                                   False)
+    assert rest_problem(ConnectRestError("PUT", "/x", 409, "rebalancing"), "u")[2] is True
+    assert rest_problem(ConnectRestError("PUT", "/x", 404, "nope"), "u")[:1] == ("RestError",)
+
+
+def test_mirror_connector_specs_give_their_configs_back() -> None:
+    from riverlog_operator.builders.connect import Endpoint
+
+    spec = MirrorSpec.from_dict({"source": {"alias": "a", "bootstrapServers": "a:9092"},
+                                 "target": {"alias": "b", "bootstrapServers": "b:9092"}})
+    configs = mirror_connector_configs(spec, Endpoint("a:9092"), Endpoint("b:9092"))
+    assert sorted(configs) == sorted(CONNECTORS)
+    for name, config in configs.items():
+        assert connector_config(name, connector_spec("m", config)) == config
