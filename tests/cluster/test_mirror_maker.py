@@ -103,7 +103,8 @@ def committed_on(bootstrap: str, topic: str) -> dict[int, int]:
 
 
 @pytest.fixture
-def workers(attach_log: Callable[[str, Callable[[], str]], None]) -> Iterator[list[ConnectWorker]]:
+def workers() -> Iterator[list[ConnectWorker]]:
+    """Filled by the test; every worker is killed at the end."""
     started: list[ConnectWorker] = []
     yield started
     for worker in started:

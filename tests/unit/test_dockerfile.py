@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from riverlog_operator.builders import connect as connect_builder
+from riverlog_operator.builders.common import RUN_AS_USER
 from support.brokers import kafka_dist
 from support.image_stage import DOCKERFILE, ROOT, Stage, parse_dockerfile
 
@@ -160,7 +161,8 @@ def test_connect_image_is_kafkas_connect_on_java_17_as_a_numeric_non_root_user(s
                       f"scripts/riverlog-connect /usr/local/bin/{connect_builder.LAUNCHER}"]
     assert any(f"mkdir -p {connect_builder.PLUGINS_DIR}" in r for r in connect.all("RUN"))
     users = connect.all("USER")
-    assert users and users[-1] == f"{connect_builder.RUN_AS_USER}:{connect_builder.RUN_AS_USER}"
+    # The user every operator-made pod runs as (builders/common.restricted_pod_security).
+    assert users and users[-1] == f"{RUN_AS_USER}:{RUN_AS_USER}"
     after = connect.instructions[[i.keyword for i in connect.instructions].index("USER"):]
     assert not any(i.keyword == "RUN" for i in after)
     # Exec form: the JVM is PID 1 (the launcher execs it) and gets SIGTERM.

@@ -29,7 +29,12 @@ from ..connect_model import (
     SecretKeyRef,
 )
 from ..model import AUTH_SCRAM, AUTH_TLS, MAX_VOTERS, ClusterSpec, ListenerSpec
-from .common import bootstrap_service_name, cluster_ca_cert_secret_name
+from .common import (
+    bootstrap_service_name,
+    cluster_ca_cert_secret_name,
+    hardened_container,
+    restricted_pod_security,
+)
 from .statefulset import CONFIG_HASH_ANNOTATION
 
 # Paths inside the Connect image (Dockerfile, stage ``connect``).
@@ -45,7 +50,6 @@ PASSWORD_FILE = "password"
 KEYSTORE_FILE = "keystore.pem"
 CA_FILE = "ca.crt"
 REST_PORT = 8083
-RUN_AS_USER = 10001  # the Connect image's user
 # Each worker advertises its own pod IP to the others (they forward REST calls to the leader).
 POD_IP_ENV = "RIVERLOG_CONNECT_POD_IP"
 CREDENTIALS_ANNOTATION = "riverlog.dev/credentials-version"
@@ -450,14 +454,8 @@ def _container(inputs: ConnectInputs, mounts: list[dict[str, Any]]) -> dict[str,
                           "failureThreshold": 6},
         # Scanning plugin.path and joining the group can take a while.
         "startupProbe": {"httpGet": {"path": "/", "port": "rest"}, "periodSeconds": 5, "failureThreshold": 60},
-        "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
-                            "capabilities": {"drop": ["ALL"]}},
     }
-    if spec.image_pull_policy:
-        container["imagePullPolicy"] = spec.image_pull_policy
-    if spec.resources:
-        container["resources"] = spec.resources
-    return container
+    return hardened_container(container, spec.image_pull_policy, spec.resources)
 
 
 def build_deployment(inputs: ConnectInputs) -> dict[str, Any]:
@@ -481,8 +479,7 @@ def build_deployment(inputs: ConnectInputs) -> dict[str, Any]:
                 "spec": {
                     # Workers never call the Kubernetes API.
                     "automountServiceAccountToken": False,
-                    "securityContext": {"runAsNonRoot": True, "runAsUser": RUN_AS_USER, "runAsGroup": RUN_AS_USER,
-                                        "fsGroup": RUN_AS_USER, "seccompProfile": {"type": "RuntimeDefault"}},
+                    "securityContext": restricted_pod_security(),
                     # Workers on different nodes where possible: a node failure stops fewer tasks.
                     "affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
                         "weight": 100,

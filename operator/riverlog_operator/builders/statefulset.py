@@ -11,15 +11,16 @@ from .common import (
     CONFIG_FILE,
     DATA_DIR,
     PODINFO_DIR,
-    RUN_AS_USER,
     BuildInputs,
     brokers_secret_name,
     clients_ca_cert_secret_name,
     cluster_ca_cert_secret_name,
     config_map_name,
+    hardened_container,
     headless_service_name,
     labels,
     metadata,
+    restricted_pod_security,
     selector_labels,
     service_account_name,
     statefulset_name,
@@ -109,14 +110,8 @@ def _container(inputs: BuildInputs) -> dict[str, Any]:
         # Log recovery after an unclean stop can take a while: liveness starts after this passes.
         "startupProbe": {"httpGet": {"path": "/healthz", "port": "metrics"}, "periodSeconds": 5,
                          "failureThreshold": 120},
-        "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
-                            "capabilities": {"drop": ["ALL"]}},
     }
-    if spec.image_pull_policy:
-        container["imagePullPolicy"] = spec.image_pull_policy
-    if spec.resources:
-        container["resources"] = spec.resources
-    return container
+    return hardened_container(container, spec.image_pull_policy, spec.resources)
 
 
 def _volumes(inputs: BuildInputs) -> list[dict[str, Any]]:
@@ -144,8 +139,7 @@ def _pod_spec(inputs: BuildInputs) -> dict[str, Any]:
         "automountServiceAccountToken": False,
         # SIGTERM starts a controlled shutdown (leadership moves away first); give it time.
         "terminationGracePeriodSeconds": pod.termination_grace_period_seconds,
-        "securityContext": {"runAsNonRoot": True, "runAsUser": RUN_AS_USER, "runAsGroup": RUN_AS_USER,
-                            "fsGroup": RUN_AS_USER, "seccompProfile": {"type": "RuntimeDefault"}},
+        "securityContext": restricted_pod_security(),
         "containers": [_container(inputs)],
         "volumes": _volumes(inputs),
     }

@@ -125,6 +125,18 @@ class Workers:
     failure: ApiError | None = None  # the API server refused a manifest: retry
     endpoints: tuple[Endpoint, ...] = ()  # as resolved (empty on a spec problem)
 
+    def status(self, ref: WorkerRef, generation: int, ok: bool, reason: str, message: str,
+               previous: list[dict[str, Any]]) -> dict[str, Any]:
+        """The status fields a Connect and a Mirror share: their workers and a Ready condition."""
+        return {
+            "observedGeneration": generation,
+            "replicas": self.replicas,
+            "readyReplicas": self.ready,
+            "labelSelector": selector_string(ref),
+            "restApi": rest_url(ref),
+            "conditions": [condition("Ready", ok, reason, message, generation, now(), previous)],
+        }
+
     def ready_condition(self) -> tuple[bool, str, str]:
         if self.problem:
             return False, *self.problem
@@ -199,15 +211,7 @@ async def reconcile_connect(api: KubeApi, body: Mapping[str, Any], default_image
         api, ref, spec.replicas, [spec.endpoint],
         lambda endpoints, version: ConnectInputs(ref, spec, default_image, endpoints[0],
                                                  credentials_version=version))
-    ok, reason, message = workers.ready_condition()
-    status: dict[str, Any] = {
-        "observedGeneration": generation,
-        "replicas": workers.replicas,
-        "readyReplicas": workers.ready,
-        "labelSelector": selector_string(ref),
-        "restApi": rest_url(ref),
-        "conditions": [condition("Ready", ok, reason, message, generation, now(), previous)],
-    }
+    status = workers.status(ref, generation, *workers.ready_condition(), previous)
     if workers.problem is None and workers_reachable(body, workers.ready):
         plugins = await connector_plugins(rest_url_of(body, ref))
         if plugins is not None:

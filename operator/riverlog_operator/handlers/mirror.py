@@ -11,14 +11,11 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from ..builders.connect import rest_url, selector_string
 from ..builders.mirror import CHECKPOINT_CONNECTOR, CONNECTORS, mirror_connector_configs, mirror_worker_inputs
 from ..connect_model import STATE_RUNNING, ConnectorSpec, MirrorSpec
 from ..connect_rest import ConnectRest, ConnectRestError, ConnectUnreachable
 from ..connectors import OWN_FIELDS, connector_ready
 from ..kubeapi import KubeApi
-from ..status import condition
-from .common import now
 from .connect import ConnectRetry, reconcile_workers, rest_url_of, worker_ref, workers_reachable
 from .connector import ConnectorRetry, converge_connector, delete_connectors, rest_problem
 
@@ -83,14 +80,7 @@ async def reconcile_mirror(api: KubeApi, body: Mapping[str, Any], default_image:
     elif workers.problem is None and ok is False:
         message += "; the connectors are configured once a worker is ready"
 
-    status: dict[str, Any] = {
-        "observedGeneration": generation,
-        "replicas": workers.replicas,
-        "readyReplicas": workers.ready,
-        "labelSelector": selector_string(ref),
-        "restApi": rest_url(ref),
-        "conditions": [condition("Ready", ok, reason, message, generation, now(), previous)],
-    }
+    status = workers.status(ref, generation, ok, reason, message, previous)
     if states:
         status["connectors"] = states
     await api.merge_patch("Mirror", name, namespace, {"status": status}, subresource="status")
