@@ -116,7 +116,7 @@ k8s: deps k8s-deps
 	$(BIN)/python -m pytest -m k8s $(PYTEST_ARGS)
 
 # The k8s tier's control plane plus a test node (e2e/node_agent, needs root for unshare/mount).
-e2e: deps k8s-deps
+e2e: deps java-deps k8s-deps
 	$(BIN)/python -m pytest -m e2e $(PYTEST_ARGS)
 
 spark: deps spark-deps

@@ -9,7 +9,10 @@ PVCs of a test StorageClass to PVs backed by directories.
 How a Pod runs:
 
 - Image: ignored. Each container runs its ``command + args`` on this machine, PATH starting with
-  the agent's Python environment (so ``python``, ``riverlog-k8s-broker`` resolve to the venv).
+  ``podshim/bin`` (stand-ins for images' entrypoints: ``riverlog-connect`` runs Kafka Connect
+  from the repository's launcher, its wildcard REST listener narrowed to the pod IP) and then the
+  agent's Python environment (so ``python``, ``riverlog-k8s-broker`` resolve to the venv); the
+  agent's ``image_env`` stands in for the images' ENV (where Kafka's jars are).
 - Pod IP: its own loopback address (127.77.x.y); ``POD_IP``-style env comes from the downward
   API. Processes share the host network namespace: a server binding 0.0.0.0 on a port that
   another pod also uses will conflict (no per-pod network namespace).

@@ -18,6 +18,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -81,7 +82,8 @@ class PodRun:
 
 class NodeAgent:
     def __init__(self, kubeconfig: str | Path, workdir: Path, node_name: str = "e2e-node",
-                 bin_dir: str | None = None, ip_prefix: str = "127.77", volume_refresh: float = 2.0) -> None:
+                 bin_dir: str | None = None, ip_prefix: str = "127.77", volume_refresh: float = 2.0,
+                 image_env: Mapping[str, str] | None = None) -> None:
         self.api = KubeApi(str(kubeconfig))
         host_port = self.api.server.split("://", 1)[-1].rstrip("/")
         self.api_host, _, self.api_port = host_port.rpartition(":")
@@ -92,6 +94,9 @@ class NodeAgent:
         # Seconds between two refreshes of a running pod's ConfigMap/Secret/downwardAPI/projected
         # volumes (a kubelet syncs about every minute; tests want to see updates sooner).
         self.volume_refresh = volume_refresh
+        # What the images would have set (e.g. where the Connect image keeps Kafka's jars): every
+        # container starts with it; the Pod's own env overrides it, as over an image's ENV.
+        self.image_env = dict(image_env or {})
         self.pods: dict[str, PodRun] = {}  # by uid
         self._next_ip = 2
         self._last_heartbeat = 0.0
@@ -254,7 +259,10 @@ class NodeAgent:
     def _start_container(self, run: PodRun, c: ContainerRun, volumes: dict[str, Path]) -> None:
         pod = self._pod_with_ip(run)
         hostname = pod["spec"].get("hostname") or pod["metadata"]["name"]
-        env = {"PATH": f"{self.bin_dir}:{SYSTEM_PATH}", "HOME": "/root", "HOSTNAME": hostname,
+        # PATH: the images' entrypoints this node stands in for (podshim/bin), then the agent's
+        # Python environment.
+        env = {**self.image_env,
+               "PATH": f"{SHIM_DIR / 'bin'}:{self.bin_dir}:{SYSTEM_PATH}", "HOME": "/root", "HOSTNAME": hostname,
                # In-cluster clients find the API server here (a kubelet injects the `kubernetes`
                # Service's ClusterIP, which nothing routes on this node).
                "KUBERNETES_SERVICE_HOST": self.api_host, "KUBERNETES_SERVICE_PORT": self.api_port}

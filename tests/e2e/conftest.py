@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from node_agent.agent import NodeAgent
 from node_agent.provisioner import LocalDirProvisioner
+from support.brokers import kafka_dist
 from support.kube import KubeCluster, k8s_bin_dir
 
 EXISTING_KUBECONFIG = os.environ.get("RIVERLOG_E2E_KUBECONFIG", "")
@@ -69,6 +70,15 @@ class ExistingCluster(KubeCluster):
         return super()._tool(tool, args, input, check, timeout)
 
 
+def connect_image_env() -> dict[str, str]:
+    """What the Connect image (the Dockerfile's ``connect`` stage) would provide: Kafka's jars
+    (here the ones ``make java-deps`` cached) and JVM options (a small heap, quick start-up on a
+    two-core machine rather than the image's share of a memory limit)."""
+    libs = kafka_dist.install()
+    return {"RIVERLOG_CONNECT_HOME": str(libs.parent),
+            "RIVERLOG_CONNECT_JAVA_OPTS": "-Xmx384m -XX:+UseSerialGC -XX:TieredStopAtLevel=1"}
+
+
 @pytest.fixture(scope="session")
 def kube(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeCluster]:
     if EXISTING_KUBECONFIG:
@@ -92,7 +102,7 @@ def node(
     root: Path = tmp_path_factory.mktemp("node")
     provisioner = LocalDirProvisioner(kube.kubeconfig, root / "volumes")
     provisioner.start()
-    agent = NodeAgent(kube.kubeconfig, root / "agent")
+    agent = NodeAgent(kube.kubeconfig, root / "agent", image_env=connect_image_env())
     agent.start()
     request.config.stash[_AGENT_KEY] = agent
     yield agent

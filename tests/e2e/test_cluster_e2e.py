@@ -8,22 +8,20 @@ Topics and the Cluster (5). Kafka clients run in Pods, where the Service names r
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pytest
+from chart_install import install_chart
 from node_agent.agent import NodeAgent
 from pod_clients import LAYOUT, LOAD, ClientPod, clean_result, replicas_on
 from support.kube import KubeCluster, wait_until
 
 pytestmark = pytest.mark.e2e
 
-ROOT = Path(__file__).resolve().parents[2]
 WAIT = 300.0
 CLUSTER = "demo"
 TOPIC = "orders"
@@ -168,12 +166,7 @@ class Watcher:
 @pytest.fixture(scope="module")
 def inst(kube: KubeCluster, node: NodeAgent | None) -> Iterator[Installation]:
     ns = kube.namespace("e2e-cluster")
-    # e2e/kind.sh names the image it built and loaded: image.repository=...,image.tag=...
-    extra = [arg for item in os.environ.get("RIVERLOG_E2E_HELM_SET", "").split(",") if item
-             for arg in ("--set", item)]
-    kube.helm("install", "riverlog", str(ROOT / "charts" / "riverlog"), "-n", ns, "--wait=false",
-              "--set", f"operator.watchNamespaces={{{ns}}}", "--set", "operator.verbose=true",
-              "--set", "operator.readinessProbe.periodSeconds=2", *extra, timeout=180)
+    install_chart(kube, "riverlog", ns)
     yield Installation(kube, node, ns)
 
 

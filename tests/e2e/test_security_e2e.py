@@ -15,20 +15,18 @@ from __future__ import annotations
 import base64
 import datetime
 import json
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
+from chart_install import install_chart
 from node_agent.agent import NodeAgent
 from pod_clients import LOAD, ClientPod, clean_result
 from support.kube import KubeCluster, wait_until
 
 pytestmark = pytest.mark.e2e
 
-ROOT = Path(__file__).resolve().parents[2]
 WAIT = 300.0
 CLUSTER = "secure"
 TOPIC = "payments"
@@ -242,11 +240,7 @@ class Secured:
 @pytest.fixture(scope="module")
 def sec(kube: KubeCluster, node: NodeAgent | None) -> Iterator[Secured]:
     ns = kube.namespace("e2e-security")
-    extra = [arg for item in os.environ.get("RIVERLOG_E2E_HELM_SET", "").split(",") if item
-             for arg in ("--set", item)]
-    kube.helm("install", "riverlog-sec", str(ROOT / "charts" / "riverlog"), "-n", ns, "--wait=false",
-              "--set", f"operator.watchNamespaces={{{ns}}}", "--set", "operator.verbose=true",
-              "--set", "operator.readinessProbe.periodSeconds=2", *extra, timeout=180)
+    install_chart(kube, "riverlog-sec", ns)
     yield Secured(kube, node, ns)
     # Stop the brokers for the tiers and modules after this one.
     kube.kubectl("delete", "cluster", CLUSTER, "-n", ns, "--timeout=180s", "--ignore-not-found", check=False)

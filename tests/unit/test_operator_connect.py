@@ -189,6 +189,17 @@ def test_worker_properties_for_a_scram_user() -> None:
     assert props == expected
 
 
+def test_a_worker_without_credentials_has_no_directory_provider() -> None:
+    # Kafka's DirectoryConfigProvider stops the worker at start-up when an allowed path does not
+    # exist, and nothing is mounted under the credentials directory without credentials.
+    props = worker_properties(connect({"bootstrapServers": "kafka:9092"}))
+    assert props["config.providers"] == "env"
+    assert not any(key.startswith("config.providers.directory.") for key in props)
+    mounts = build_deployment(connect({"bootstrapServers": "kafka:9092"}))["spec"]["template"]["spec"][
+        "containers"][0]["volumeMounts"]
+    assert not any(m["mountPath"].startswith("/etc/riverlog-connect-credentials") for m in mounts)
+
+
 def test_no_secret_reaches_the_config_map() -> None:
     inputs = connect({"clusterRef": {"name": "secured"}, "authentication": SCRAM_USER})
     text = build_config_map(inputs)["data"][CONFIG_FILE]

@@ -316,17 +316,21 @@ def worker_properties(inputs: ConnectInputs) -> dict[str, str]:
         "rest.advertised.host.name": "${env:" + POD_IP_ENV + "}",
         "rest.advertised.port": str(REST_PORT),
         "plugin.path": PLUGINS_DIR,
-        # Secrets by file (only under the credentials directory), the pod IP from the environment
-        # (only that variable): what the operator's own properties need, and nothing more for
-        # connectors' configs to read.
-        "config.providers": "directory,env",
-        "config.providers.directory.class": DIRECTORY_PROVIDER,
-        "config.providers.directory.param.allowed.paths": CREDENTIALS_DIR,
+        # The pod IP from the environment (only that variable) and, when credentials are mounted,
+        # Secrets by file (only under the credentials directory): what the operator's own
+        # properties need, and nothing more for connectors' configs to read.
         "config.providers.env.class": ENV_PROVIDER,
         "config.providers.env.param.allowlist.pattern": f"^{POD_IP_ENV}$",
         **security,
         **{prefix + key: value for prefix in TASK_CLIENT_PREFIXES for key, value in security.items()},
     }
+    if _credential_volumes(inputs)[0]:
+        # Only then: Kafka's DirectoryConfigProvider refuses to start the worker when an allowed
+        # path does not exist, and without credentials nothing is mounted there.
+        owned.update({"config.providers": "directory,env", "config.providers.directory.class": DIRECTORY_PROVIDER,
+                      "config.providers.directory.param.allowed.paths": CREDENTIALS_DIR})
+    else:
+        owned["config.providers"] = "env"
     if spec.exactly_once_source:
         owned["exactly.once.source.support"] = "enabled"
     return {**defaults, **spec.config, **owned}
