@@ -207,7 +207,8 @@ class MirrorSpec:
     refresh_groups_interval_seconds: int = DEFAULT_REFRESH_INTERVAL_SECONDS
     replication_policy: str = POLICY_DEFAULT
     exactly_once: bool = False
-    config: dict[str, str] = field(default_factory=dict)
+    config: dict[str, str] = field(default_factory=dict)  # the connectors'
+    worker_config: dict[str, str] = field(default_factory=dict)  # the workers' (Connect's spec.config)
 
     @classmethod
     def from_dict(cls, spec: Mapping[str, Any]) -> MirrorSpec:
@@ -235,4 +236,5 @@ class MirrorSpec:
             replication_policy=str(spec.get("replicationPolicy") or POLICY_DEFAULT),
             exactly_once=bool(spec.get("exactlyOnce", False)),
             config=_properties(spec.get("config")),
+            worker_config=_properties(spec.get("workerConfig")),
         )

@@ -326,7 +326,10 @@ def test_a_mirror_between_two_clusters_mirrors_a_topic_and_a_group(inst: Install
                        "topics": TOPIC, "groups": GROUP, "syncGroupOffsets": True,
                        "emitCheckpointsIntervalSeconds": 2, "syncGroupOffsetsIntervalSeconds": 2,
                        "refreshTopicsIntervalSeconds": 5, "refreshGroupsIntervalSeconds": 5,
-                       "config": {"offset.lag.max": LAG_MAX, "sync.topic.acls.enabled": "false"}}}
+                       "config": {"offset.lag.max": LAG_MAX, "sync.topic.acls.enabled": "false"},
+                       # The last offset syncs of a burst wait for the workers' next offset flush
+                       # (60 s by default): a quick cut-over flushes more often.
+                       "workerConfig": {"offset.flush.interval.ms": 3000}}}
     inst.apply(mirror)
     status = inst.wait_ready("mirror", "east-to-west", "MirrorRunning")["status"]
     print(f"mirror status: {json.dumps(status, sort_keys=True)}")

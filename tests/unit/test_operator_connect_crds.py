@@ -284,7 +284,8 @@ def test_mirrors_that_are_accepted() -> None:
                           "topics": "orders.*", "topicsExclude": "orders-tmp", "groupsExclude": "test-.*",
                           "config": {"sync.topic.acls.enabled": "false", "offset-syncs.topic.location": "target",
                                      "source.consumer.fetch.max.bytes": 52428800,
-                                     "producer.override.linger.ms": 100}}) == []
+                                     "producer.override.linger.ms": 100},
+                          "workerConfig": {"offset.flush.interval.ms": 5000, "producer.linger.ms": 10}}) == []
 
 
 @pytest.mark.parametrize(("spec", "needle"), [
@@ -308,6 +309,12 @@ def test_mirrors_that_are_accepted() -> None:
     ({"source": OLD, "target": NEW, "config": {"producer.override.security.protocol": "PLAINTEXT"}},
      "config may not set TLS or SASL properties of the clients"),
     ({"source": OLD, "target": NEW, "emitCheckpointsIntervalSeconds": 0}, "out of bounds"),
+    ({"source": OLD, "target": NEW, "workerConfig": {"listeners": "http://:1"}},
+     "workerConfig may not set what the operator owns"),
+    ({"source": OLD, "target": NEW, "workerConfig": {"config.providers.vault.class": "x"}},
+     "workerConfig may not set what the operator owns"),
+    ({"source": OLD, "target": NEW, "workerConfig": {"consumer.sasl.mechanism": "PLAIN"}},
+     "workerConfig may not set TLS or SASL properties"),
 ])
 def test_mirrors_that_are_refused(spec: dict[str, Any], needle: str) -> None:
     found = mirror_errors(spec)

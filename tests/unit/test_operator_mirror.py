@@ -48,7 +48,7 @@ def test_spec_defaults_are_the_crds() -> None:
         (1, 1, ".*", None, ".*", None)
     assert (spec.sync_group_offsets, spec.emit_checkpoints_interval_seconds, spec.sync_group_offsets_interval_seconds,
             spec.refresh_topics_interval_seconds, spec.refresh_groups_interval_seconds) == (True, 60, 60, 600, 600)
-    assert (spec.replication_policy, spec.exactly_once, spec.config) == ("default", False, {})
+    assert (spec.replication_policy, spec.exactly_once, spec.config, spec.worker_config) == ("default", False, {}, {})
     assert (spec.source.alias, spec.target.alias, spec.target.endpoint.cluster) == ("old", "new", "secured")
 
 
@@ -134,6 +134,16 @@ def test_extra_config_goes_to_every_connector_and_may_move_defaults_not_fields()
     # Offset syncs on the target: their replication factor follows the target.
     assert configs[SOURCE_CONNECTOR]["offset-syncs.topic.replication.factor"] == "3"
     assert configs[SOURCE_CONNECTOR]["topics"] == ".*"  # refused by the CRD; the field wins anyway
+
+
+def test_worker_config_reaches_the_workers_not_the_connectors() -> None:
+    # offset.flush.interval.ms also paces the offset syncs MirrorMaker 2 holds back (the last ones
+    # of a burst), so a quick cut-over lowers it on the Mirror's workers.
+    spec, source, target = mirror(workerConfig={"offset.flush.interval.ms": 5000, "listeners": "http://:1"})
+    props = worker_properties(mirror_worker_inputs(REF, spec, source, target, "riverlog-connect:test"))
+    assert props["offset.flush.interval.ms"] == "5000"
+    assert props["listeners"] == "http://:8083"  # refused by the CRD; the operator's value wins anyway
+    assert all("offset.flush.interval.ms" not in c for c in mirror_connector_configs(spec, source, target).values())
 
 
 def test_the_workers_belong_to_the_target_and_mount_both_clusters_credentials() -> None:
