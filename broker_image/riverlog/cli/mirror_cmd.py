@@ -20,6 +20,7 @@ import os
 import sys
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any, TypeVar
 
 from ..client.admin import AdminClient
@@ -410,8 +411,14 @@ async def _status(args: argparse.Namespace) -> int:
     need_caught_up, need_translated = args.wait_caught_up or not waiting, args.wait_translated
     async with ConnectRest(args.connect_url) as rest:
         view = await _mirror_view(args, rest)
+        checkpoint_config = await rest.config(connector_names(args.name)["checkpoint"]) or {}
+        hold = 2 * float(checkpoint_config.get("emit.checkpoints.interval.seconds", 60)) + 2
+        since: dict[tuple[object, ...], float] = {}  # settling translations: when first seen so
         while True:
             statuses, partitions, groups = await _gather(args, rest, view)
+            now = time.monotonic()
+            since = {g.key: since.get(g.key, now) for g in groups if g.state == "settling"}
+            groups = [replace(g, settled=now - since[g.key] >= hold) if g.key in since else g for g in groups]
             for status in statuses:
                 failure = _task_failure(status)
                 if failure:

@@ -252,17 +252,28 @@ class GroupStatus:
     source_committed: int
     checkpoint: Checkpoint | None  # the newest for the target topic partition
     target_committed: int | None
+    settled: bool = False  # a "settling" state seen unchanged for two checkpoint intervals
 
     @property
     def state(self) -> str:
-        """translated: MM2 has checkpointed the group's current source offset and the group's
-        offset on the target is at least its translation; pending otherwise."""
+        """translated: MM2's newest checkpoint is of the group's current source offset and the
+        group's offset on the target is at least its translation. settling: the checkpoint is
+        of an earlier commit; MM2 emits a new one only when the translation moves forward, so
+        once it has stayed so for two checkpoint intervals (``settled``) it is translated too.
+        pending: no checkpoint yet, or the target offset not synced yet."""
         cp = self.checkpoint
-        if cp is None or cp.upstream != self.source_committed:
+        if cp is None or cp.upstream > self.source_committed:
             return "pending"
         if self.target_committed is None or self.target_committed < cp.downstream:
             return "pending"
-        return "translated"
+        if cp.upstream == self.source_committed or self.settled:
+            return "translated"
+        return "settling"
+
+    @property
+    def key(self) -> tuple[object, ...]:
+        """What must stay the same for a settling translation to settle."""
+        return (self.group, self.topic, self.partition, self.source_committed, self.checkpoint, self.target_committed)
 
 
 # --- verify -----------------------------------------------------------------------------------
