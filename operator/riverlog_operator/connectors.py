@@ -19,7 +19,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
-from urllib.parse import quote
+
+from riverlog.client.connect_rest import connector_path
 
 from .connect_model import STATE_PAUSED, STATE_RUNNING, STATE_STOPPED, ConnectorSpec
 
@@ -40,12 +41,6 @@ def connector_config(name: str, spec: ConnectorSpec) -> dict[str, str]:
 def create_request(name: str, spec: ConnectorSpec) -> dict[str, Any]:
     """The body of ``POST /connectors``, created straight into the spec's state (KIP-980)."""
     return {"name": name, "config": connector_config(name, spec), "initial_state": REST_STATES[spec.state]}
-
-
-def connector_path(name: str, *parts: str) -> str:
-    """A REST path of one connector, its name escaped (a Kubernetes name needs none, other
-    connectors' may)."""
-    return "/".join([f"/connectors/{quote(name, safe='')}", *parts])
 
 
 def config_drift(desired: Mapping[str, str], live: Mapping[str, Any]) -> list[str]:
