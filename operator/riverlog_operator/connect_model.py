@@ -47,6 +47,10 @@ def _properties(raw: Mapping[str, Any] | None) -> dict[str, str]:
     return {str(k): _property_value(v) for k, v in (raw or {}).items()}
 
 
+def _metrics_enabled(spec: Mapping[str, Any]) -> bool:
+    return bool((spec.get("metrics") or {}).get("enabled", True))
+
+
 @dataclass(frozen=True)
 class SecretKeyRef:
     """One key of a Secret in the resource's namespace."""
@@ -138,6 +142,9 @@ class ConnectSpec:
     plugins: tuple[PluginSpec, ...] = ()
     resources: dict[str, Any] = field(default_factory=dict)
     exactly_once_source: bool = False
+    # The JMX exporter's agent, /metrics on the metrics port and scrape annotations
+    # (builders/connect_metrics.py); off, none of them (not even the agent in the JVM).
+    metrics_enabled: bool = True
 
     @classmethod
     def from_dict(cls, spec: Mapping[str, Any]) -> ConnectSpec:
@@ -150,6 +157,7 @@ class ConnectSpec:
             plugins=tuple(PluginSpec.from_dict(p) for p in spec.get("plugins") or []),
             resources=dict(spec.get("resources") or {}),
             exactly_once_source=bool(spec.get("exactlyOnceSource", False)),
+            metrics_enabled=_metrics_enabled(spec),
         )
 
 
@@ -208,6 +216,7 @@ class MirrorSpec:
     replication_policy: str = POLICY_DEFAULT
     exactly_once: bool = False
     config: dict[str, str] = field(default_factory=dict)
+    metrics_enabled: bool = True  # the workers' metrics, as ConnectSpec's
 
     @classmethod
     def from_dict(cls, spec: Mapping[str, Any]) -> MirrorSpec:
@@ -235,4 +244,5 @@ class MirrorSpec:
             replication_policy=str(spec.get("replicationPolicy") or POLICY_DEFAULT),
             exactly_once=bool(spec.get("exactlyOnce", False)),
             config=_properties(spec.get("config")),
+            metrics_enabled=_metrics_enabled(spec),
         )

@@ -139,6 +139,9 @@ def test_extra_config_goes_to_every_connector_and_may_move_defaults_not_fields()
 def test_the_workers_belong_to_the_target_and_mount_both_clusters_credentials() -> None:
     spec, source, target = mirror(replicas=2, image="my/connect:1", resources={"limits": {"memory": "2Gi"}})
     assert mirror_connect_spec(spec).endpoint == spec.target.endpoint
+    # Metrics on unless the Mirror turns them off (its workers' metrics carry MirrorMaker 2's lag).
+    assert mirror_connect_spec(spec).metrics_enabled
+    assert not mirror_connect_spec(mirror(metrics={"enabled": False})[0]).metrics_enabled
     inputs = mirror_worker_inputs(REF, spec, source, target, "riverlog-connect:test", credentials_version="abc")
     props = worker_properties(inputs)
     assert props["bootstrap.servers"] == "secured-bootstrap.kafka.svc:9095"
