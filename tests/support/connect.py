@@ -72,6 +72,11 @@ class ConnectError(AssertionError):
     pass
 
 
+def series(samples: Mapping[Sample, float], name: str) -> list[tuple[dict[str, str], float]]:
+    """The samples of one metric from :meth:`ConnectWorker.scrape`: labels and value."""
+    return [(dict(labels), value) for (found, labels), value in samples.items() if found == name]
+
+
 class ConnectRest:
     """The Connect REST API of one worker: JSON in, JSON out; errors raise with the body."""
 
