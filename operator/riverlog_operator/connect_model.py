@@ -170,12 +170,19 @@ class ConnectorSpec:
     tasks_max: int = 1
     config: dict[str, str] = field(default_factory=dict)
     state: str = STATE_RUNNING
+    # spec.autoRestart: the operator restarts a FAILED connector and its FAILED tasks, with
+    # Strimzi's backoff (connectors.auto_restart), at most max_restarts times in a row.
+    auto_restart: bool = False
+    max_restarts: int | None = None
 
     @classmethod
     def from_dict(cls, spec: Mapping[str, Any]) -> ConnectorSpec:
+        restart = spec.get("autoRestart") or {}
+        limit = restart.get("maxRestarts")
         return cls(connect=str((spec.get("connectRef") or {}).get("name", "")), class_name=str(spec.get("class", "")),
                    tasks_max=int(spec.get("tasksMax", 1)), config=_properties(spec.get("config")),
-                   state=str(spec.get("state") or STATE_RUNNING))
+                   state=str(spec.get("state") or STATE_RUNNING), auto_restart=bool(restart.get("enabled", False)),
+                   max_restarts=None if limit is None else int(limit))
 
 
 @dataclass(frozen=True)

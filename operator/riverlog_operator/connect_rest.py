@@ -16,7 +16,7 @@ from typing import Any
 
 import aiohttp
 
-from .connectors import action_path, connector_path
+from .connectors import action_path, connector_path, restart_path
 
 # Connect answers 409 while its group rebalances or its config topic is being read: try later.
 RETRY_STATUSES = frozenset({409, 500, 502, 503, 504})
@@ -105,6 +105,10 @@ class ConnectRest:
     async def act(self, name: str, action: str) -> None:
         """``PUT /connectors/<name>/pause|resume|stop``."""
         await self.request("PUT", action_path(name, action))
+
+    async def restart(self, name: str) -> None:
+        """``POST /connectors/<name>/restart?includeTasks=true&onlyFailed=true``."""
+        await self.request("POST", restart_path(name))
 
     async def delete(self, name: str) -> bool:
         """False when the connector was not there."""

@@ -251,12 +251,15 @@ def test_connectors_accepted_refused_and_their_transitions() -> None:
     assert check(CONNECTOR, resource("Connector", LINES)) == []
     assert check(CONNECTOR, resource("Connector", {**LINES, "class": "FileStreamSource", "tasksMax": 4,
                                                    "state": "stopped"})) == []
+    assert check(CONNECTOR, resource("Connector", {**LINES, "autoRestart": {"enabled": True, "maxRestarts": 5}})) == []
     refused = {
         "config may not set connector.class": {**LINES, "config": {"tasks.max": "2"}},
         "Unsupported value: 'sleeping'": {**LINES, "state": "sleeping"},
         ".spec.tasksMax: 0 out of bounds": {**LINES, "tasksMax": 0},
         ".spec.class: should match": {**LINES, "class": "not a class"},
         ".spec.connectRef: Required value": {"class": "X"},
+        ".spec.autoRestart.maxRestarts: -1 out of bounds": {**LINES, "autoRestart": {"enabled": True,
+                                                                                    "maxRestarts": -1}},
     }
     for needle, spec in refused.items():
         found = check(CONNECTOR, resource("Connector", spec))

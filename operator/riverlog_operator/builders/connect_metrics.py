@@ -88,6 +88,16 @@ def _labels(**labels: str) -> tuple[tuple[str, str], ...]:
     return tuple(labels.items())
 
 
+def _worker(group: str, attribute: str, name: str, type_: str, help_: str) -> Rule:
+    """One of the worker's own metrics (no labels: one worker a scrape target)."""
+    return Rule(name, type_, help_, rf"{_CONNECT}<type={group}><>{attribute}")
+
+
+def _task_total(group: str, attribute: str, name: str, help_: str) -> Rule:
+    """A per-task counter of a task metrics group (labels connector and task)."""
+    return Rule(name, COUNTER, help_, rf"{_CONNECT}<type={group}, {_TASK}><>{attribute}", tuple(_TASK_LABELS.items()))
+
+
 def _mirror_partition(attribute: str, name: str, type_: str, help_: str, factor: float | None = None) -> Rule:
     return Rule(name, type_, help_, f"{_MIRROR}<type=MirrorSourceConnector, {_PARTITION}><>{attribute}",
                 tuple(_PARTITION_LABELS.items()), value_factor=factor)
@@ -106,34 +116,30 @@ RULES: tuple[Rule, ...] = (
     Rule("riverlog_connect_worker_connector_tasks", GAUGE, "Tasks of a connector on this worker, by state",
          rf"{_CONNECT}<type=connect-worker-metrics, connector=(.+)><>connector-({'|'.join(STATES)}|destroyed)"
          r"-task-count", _labels(connector="$1", state="$2")),
-    Rule("riverlog_connect_worker_connectors", GAUGE, "Connectors this worker runs",
-         rf"{_CONNECT}<type=connect-worker-metrics><>connector-count"),
-    Rule("riverlog_connect_worker_tasks", GAUGE, "Tasks this worker runs",
-         rf"{_CONNECT}<type=connect-worker-metrics><>task-count"),
-    Rule("riverlog_connect_worker_connector_startup_failures_total", COUNTER, "Connector starts that failed",
-         rf"{_CONNECT}<type=connect-worker-metrics><>connector-startup-failure-total"),
-    Rule("riverlog_connect_worker_task_startup_failures_total", COUNTER, "Task starts that failed",
-         rf"{_CONNECT}<type=connect-worker-metrics><>task-startup-failure-total"),
-    Rule("riverlog_connect_worker_rebalancing", GAUGE, "1 while the worker's group rebalances",
-         rf"{_CONNECT}<type=connect-worker-rebalance-metrics><>rebalancing"),
-    Rule("riverlog_connect_worker_rebalances_total", COUNTER, "Rebalances this worker completed",
-         rf"{_CONNECT}<type=connect-worker-rebalance-metrics><>completed-rebalances-total"),
+    _worker("connect-worker-metrics", "connector-count", "riverlog_connect_worker_connectors", GAUGE,
+            "Connectors this worker runs"),
+    _worker("connect-worker-metrics", "task-count", "riverlog_connect_worker_tasks", GAUGE, "Tasks this worker runs"),
+    _worker("connect-worker-metrics", "connector-startup-failure-total",
+            "riverlog_connect_worker_connector_startup_failures_total", COUNTER, "Connector starts that failed"),
+    _worker("connect-worker-metrics", "task-startup-failure-total",
+            "riverlog_connect_worker_task_startup_failures_total", COUNTER, "Task starts that failed"),
+    _worker("connect-worker-rebalance-metrics", "rebalancing", "riverlog_connect_worker_rebalancing", GAUGE,
+            "1 while the worker's group rebalances"),
+    _worker("connect-worker-rebalance-metrics", "completed-rebalances-total",
+            "riverlog_connect_worker_rebalances_total", COUNTER, "Rebalances this worker completed"),
     # --- records through tasks (reset when a task restarts; rate() copes) --------------------
-    Rule("riverlog_connect_source_records_polled_total", COUNTER,
-         "Records a source task polled, before transformations",
-         rf"{_CONNECT}<type=source-task-metrics, {_TASK}><>source-record-poll-total", tuple(_TASK_LABELS.items())),
-    Rule("riverlog_connect_source_records_written_total", COUNTER,
-         "Records a source task wrote to Kafka, after transformations",
-         rf"{_CONNECT}<type=source-task-metrics, {_TASK}><>source-record-write-total", tuple(_TASK_LABELS.items())),
-    Rule("riverlog_connect_sink_records_read_total", COUNTER, "Records a sink task read from Kafka",
-         rf"{_CONNECT}<type=sink-task-metrics, {_TASK}><>sink-record-read-total", tuple(_TASK_LABELS.items())),
-    Rule("riverlog_connect_sink_records_sent_total", COUNTER,
-         "Records a sink task put to its sink, after transformations",
-         rf"{_CONNECT}<type=sink-task-metrics, {_TASK}><>sink-record-send-total", tuple(_TASK_LABELS.items())),
-    Rule("riverlog_connect_task_record_errors_total", COUNTER, "Records a task failed to convert or transform",
-         rf"{_CONNECT}<type=task-error-metrics, {_TASK}><>total-record-errors", tuple(_TASK_LABELS.items())),
-    Rule("riverlog_connect_task_records_skipped_total", COUNTER, "Records a task skipped (errors.tolerance=all)",
-         rf"{_CONNECT}<type=task-error-metrics, {_TASK}><>total-records-skipped", tuple(_TASK_LABELS.items())),
+    _task_total("source-task-metrics", "source-record-poll-total", "riverlog_connect_source_records_polled_total",
+                "Records a source task polled, before transformations"),
+    _task_total("source-task-metrics", "source-record-write-total", "riverlog_connect_source_records_written_total",
+                "Records a source task wrote to Kafka, after transformations"),
+    _task_total("sink-task-metrics", "sink-record-read-total", "riverlog_connect_sink_records_read_total",
+                "Records a sink task read from Kafka"),
+    _task_total("sink-task-metrics", "sink-record-send-total", "riverlog_connect_sink_records_sent_total",
+                "Records a sink task put to its sink, after transformations"),
+    _task_total("task-error-metrics", "total-record-errors", "riverlog_connect_task_record_errors_total",
+                "Records a task failed to convert or transform"),
+    _task_total("task-error-metrics", "total-records-skipped", "riverlog_connect_task_records_skipped_total",
+                "Records a task skipped (errors.tolerance=all)"),
     # --- MirrorMaker 2, per replicated partition (topic: the remote topic on the target) -------
     # Age and latency: the last record's (a Value), and the maximum over the last sample window
     # (metrics.sample.window.ms x samples, about a minute; NaN when nothing was replicated in it,
