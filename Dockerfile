@@ -36,8 +36,11 @@ FROM ${MAVEN_IMAGE} AS connect-libs
 ARG KAFKA_VERSION
 WORKDIR /build
 COPY bench/kafka-pom.xml ./
+# Then the Prometheus JMX exporter's Java agent at the pom's pinned version, apart from the class
+# path: the launcher loads it with -javaagent when the operator asks for metrics.
 RUN mvn -B -q -f kafka-pom.xml -P '!broker' -Dkafka.version=${KAFKA_VERSION} \
-        -Doutput.dir=/opt/riverlog-connect/libs dependency:copy-dependencies
+        -Doutput.dir=/opt/riverlog-connect/libs dependency:copy-dependencies \
+    && mvn -B -q -f kafka-pom.xml -Doutput.dir=/opt/riverlog-connect/agent dependency:copy
 
 # --- connect: a Java 17 runtime, the jars, the launcher, a non-root user -------------------------
 FROM ${CONNECT_BASE_IMAGE} AS connect
@@ -47,13 +50,14 @@ RUN groupadd --system --gid 10001 connect \
         --shell /usr/sbin/nologin connect \
     && mkdir -p /opt/riverlog-connect/plugins
 COPY --from=connect-libs /opt/riverlog-connect/libs /opt/riverlog-connect/libs
+COPY --from=connect-libs /opt/riverlog-connect/agent /opt/riverlog-connect/agent
 COPY scripts/riverlog-connect /usr/local/bin/riverlog-connect
 # The heap follows the container's memory limit; a worker out of memory exits and is restarted.
 ENV RIVERLOG_CONNECT_JAVA_OPTS="-XX:MaxRAMPercentage=75.0 -XX:+ExitOnOutOfMemoryError"
 USER 10001:10001
 WORKDIR /opt/riverlog-connect
-# The REST API.
-EXPOSE 8083
+# The REST API, and the JMX exporter's /metrics (when RIVERLOG_CONNECT_METRICS_PORT is set).
+EXPOSE 8083 9404
 ENTRYPOINT ["riverlog-connect"]
 CMD ["/etc/riverlog-connect/connect-distributed.properties"]
 

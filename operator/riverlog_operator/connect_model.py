@@ -47,6 +47,10 @@ def _properties(raw: Mapping[str, Any] | None) -> dict[str, str]:
     return {str(k): _property_value(v) for k, v in (raw or {}).items()}
 
 
+def _metrics_enabled(spec: Mapping[str, Any]) -> bool:
+    return bool((spec.get("metrics") or {}).get("enabled", True))
+
+
 @dataclass(frozen=True)
 class SecretKeyRef:
     """One key of a Secret in the resource's namespace."""
@@ -138,6 +142,9 @@ class ConnectSpec:
     plugins: tuple[PluginSpec, ...] = ()
     resources: dict[str, Any] = field(default_factory=dict)
     exactly_once_source: bool = False
+    # The JMX exporter's agent, /metrics on the metrics port and scrape annotations
+    # (builders/connect_metrics.py); off, none of them (not even the agent in the JVM).
+    metrics_enabled: bool = True
 
     @classmethod
     def from_dict(cls, spec: Mapping[str, Any]) -> ConnectSpec:
@@ -150,6 +157,7 @@ class ConnectSpec:
             plugins=tuple(PluginSpec.from_dict(p) for p in spec.get("plugins") or []),
             resources=dict(spec.get("resources") or {}),
             exactly_once_source=bool(spec.get("exactlyOnceSource", False)),
+            metrics_enabled=_metrics_enabled(spec),
         )
 
 
@@ -162,12 +170,19 @@ class ConnectorSpec:
     tasks_max: int = 1
     config: dict[str, str] = field(default_factory=dict)
     state: str = STATE_RUNNING
+    # spec.autoRestart: the operator restarts a FAILED connector and its FAILED tasks, with
+    # Strimzi's backoff (connectors.auto_restart), at most max_restarts times in a row.
+    auto_restart: bool = False
+    max_restarts: int | None = None
 
     @classmethod
     def from_dict(cls, spec: Mapping[str, Any]) -> ConnectorSpec:
+        restart = spec.get("autoRestart") or {}
+        limit = restart.get("maxRestarts")
         return cls(connect=str((spec.get("connectRef") or {}).get("name", "")), class_name=str(spec.get("class", "")),
                    tasks_max=int(spec.get("tasksMax", 1)), config=_properties(spec.get("config")),
-                   state=str(spec.get("state") or STATE_RUNNING))
+                   state=str(spec.get("state") or STATE_RUNNING), auto_restart=bool(restart.get("enabled", False)),
+                   max_restarts=None if limit is None else int(limit))
 
 
 @dataclass(frozen=True)
@@ -209,6 +224,7 @@ class MirrorSpec:
     exactly_once: bool = False
     config: dict[str, str] = field(default_factory=dict)  # the connectors'
     worker_config: dict[str, str] = field(default_factory=dict)  # the workers' (Connect's spec.config)
+    metrics_enabled: bool = True  # the workers' metrics, as ConnectSpec's
 
     @classmethod
     def from_dict(cls, spec: Mapping[str, Any]) -> MirrorSpec:
@@ -237,4 +253,5 @@ class MirrorSpec:
             exactly_once=bool(spec.get("exactlyOnce", False)),
             config=_properties(spec.get("config")),
             worker_config=_properties(spec.get("workerConfig")),
+            metrics_enabled=_metrics_enabled(spec),
         )

@@ -10,13 +10,16 @@ The reconcile handler (I/O: the Kubernetes API and the workers' REST API at
 - else ``PUT /connectors/<name>/config`` with ``connector_config`` when ``config_drift`` of it
   and ``GET /connectors/<name>/config`` is not empty, and ``PUT /connectors/<name>/<action>``
   for ``state_action`` of the spec's state and ``GET /connectors/<name>/status``;
-- deleted: ``DELETE /connectors/<name>``.
+- deleted: ``DELETE /connectors/<name>``;
+- FAILED (the connector or a task) with ``spec.autoRestart``: ``POST /connectors/<name>/restart``
+  (``ConnectRest.restart_failed``) when ``auto_restart`` says so.
 
 The same functions serve a Mirror's three connectors (``builders/mirror.py`` gives their configs).
 """
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -116,6 +119,59 @@ def connector_ready(spec: ConnectorSpec, rest_status: Mapping[str, Any] | None,
             return False, "TasksNotRunning", f"{running}/{len(tasks)} tasks running"
         return True, "ConnectorRunning", f"{running} tasks running"
     return True, "Connector" + spec.state.capitalize(), f"the connector is {spec.state}"
+
+
+def failed(rest_status: Mapping[str, Any] | None) -> bool:
+    """The connector or one of its tasks is FAILED."""
+    if rest_status is None:
+        return False
+    states = [str((rest_status.get("connector") or {}).get("state", ""))]
+    states += [str(t.get("state", "")) for t in rest_status.get("tasks") or []]
+    return "FAILED" in states
+
+
+def restart_delay_seconds(count: int) -> int:
+    """How long after the ``count``-th restart in a row the next may come: Strimzi's schedule,
+    n(n+1) minutes (2, 6, 12, 20, 30, 42, 56), at most an hour; none before the first. A
+    connector that fails for a reason a restart cannot fix is not restarted in a tight loop."""
+    return 60 * min(count * (count + 1), 60)
+
+
+def _parse_time(text: object) -> datetime.datetime | None:
+    if not text:
+        return None
+    try:
+        return datetime.datetime.strptime(str(text), "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.UTC)
+    except ValueError:
+        return None
+
+
+def auto_restart(spec: ConnectorSpec, rest_status: Mapping[str, Any] | None, previous: Mapping[str, Any] | None,
+                 now: datetime.datetime) -> tuple[bool, dict[str, Any] | None]:
+    """Whether to restart the connector now, and ``status.autoRestart`` afterwards (``count``
+    restarts in a row, ``lastRestartTime``; None: nothing to write).
+
+    Only a connector meant to run, with ``spec.autoRestart.enabled``, that is FAILED itself or
+    has a FAILED task; the first restart at once, each next one ``restart_delay_seconds`` after
+    the last, none past ``maxRestarts``. The count starts again once the connector has gone
+    without failing for as long as its next wait would have been.
+    """
+    previous = dict(previous or {})
+    count = int(previous.get("count") or 0)
+    last = _parse_time(previous.get("lastRestartTime"))
+    since = (now - last).total_seconds() if last is not None else float("inf")
+    kept = previous or None
+    if not spec.auto_restart or spec.state != STATE_RUNNING:
+        return False, kept
+    if not failed(rest_status):
+        if count and since >= restart_delay_seconds(count):
+            return False, {**previous, "count": 0}
+        return False, kept
+    if spec.max_restarts is not None and count >= spec.max_restarts:
+        return False, kept
+    if since < restart_delay_seconds(count):
+        return False, kept
+    return True, {"count": count + 1, "lastRestartTime": now.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
 
 
 def connector_status(rest_status: Mapping[str, Any] | None, drift: Sequence[str]) -> dict[str, Any]:

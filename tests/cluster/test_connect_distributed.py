@@ -14,6 +14,10 @@ The checks, from what the topic and the sink file hold at the end:
 - with ``exactly.once.source.support=enabled`` (KIP-618: a transactional producer per source
   task, zombies fenced): every line is in the topic exactly once, read with read_committed.
 
+The workers run with the Prometheus JMX exporter's agent and the operator's rules
+(``builders/connect_metrics.py``): scraped, they show both connectors and their tasks running,
+each once over the two workers, and records through the source and the sink tasks.
+
 Runs against Riverlog and, with ``RIVERLOG_TEST_TARGET=kafka``, Apache Kafka with the same code.
 """
 
@@ -28,7 +32,7 @@ import pytest
 from support.brokers import free_ports, kafka_dist
 from support.clients import wait_until
 from support.cluster_workload import create_topic
-from support.connect import FILE_SINK, FILE_SOURCE, ConnectRest, ConnectWorker
+from support.connect import FILE_SINK, FILE_SOURCE, ConnectRest, ConnectWorker, Sample, series
 from support.process_cluster import ProcessCluster
 from support.txn_checks import READ_COMMITTED, READ_UNCOMMITTED, read_all
 
@@ -67,6 +71,40 @@ def workers(attach_log: Callable[[str, Callable[[], str]], None]) -> Iterator[li
         worker.kill()
 
 
+# Each connector and task once over the workers (its MBean is on the worker that runs it).
+RUNNING = {("connector", "lines-in", "running"), ("connector", "lines-out", "running"),
+           ("task", "lines-in/0", "running"), ("task", "lines-out/0", "running")}
+
+
+def states_scraped(workers: list[ConnectWorker]) -> set[tuple[str, str, str]] | None:
+    """The connector and task states the workers' metrics show (None while one appears twice or
+    a worker's count of connectors disagrees)."""
+    scraped: list[dict[Sample, float]] = [w.scrape() for w in workers]
+    found: list[tuple[str, str, str]] = []
+    for samples in scraped:
+        found += [("connector", labels["connector"], labels["status"])
+                  for labels, value in series(samples, "riverlog_connect_connector_status") if value == 1]
+        found += [("task", f"{labels['connector']}/{labels['task']}", labels["status"])
+                  for labels, value in series(samples, "riverlog_connect_task_status") if value == 1]
+    connectors = sum(v for s in scraped for _, v in series(s, "riverlog_connect_worker_connectors"))
+    tasks = sum(v for s in scraped for _, v in series(s, "riverlog_connect_worker_tasks"))
+    running_tasks = sum(v for s in scraped for labels, v in series(s, "riverlog_connect_worker_connector_tasks")
+                        if labels["state"] == "running")
+    if len(found) != len(set(found)) or (connectors, tasks, running_tasks) != (2, 2, 2):
+        return None
+    return set(found)
+
+
+def records_scraped(workers: list[ConnectWorker]) -> tuple[float, float]:
+    """Records the source task wrote and the sink task read, over the workers' metrics."""
+    scraped = [w.scrape() for w in workers]
+    written = sum(v for s in scraped for labels, v in series(s, "riverlog_connect_source_records_written_total")
+                  if labels["connector"] == "lines-in")
+    read = sum(v for s in scraped for labels, v in series(s, "riverlog_connect_sink_records_read_total")
+               if labels["connector"] == "lines-out")
+    return written, read
+
+
 def task_workers(rest: ConnectRest, name: str) -> list[str]:
     return [t["worker_id"] for t in rest.status(name).get("tasks", [])]
 
@@ -89,10 +127,11 @@ def test_file_source_and_sink_survive_a_worker_and_a_broker_killed(
     libs = Path(kafka_dist.install())
     exactly_once = guarantee == "exactly_once"
     overrides: dict[str, object] = {"exactly.once.source.support": "enabled"} if exactly_once else {}
-    ports = free_ports(2)
-    for n, port in enumerate(ports):
+    ports = free_ports(4)
+    for n, (port, metrics_port) in enumerate(zip(ports[:2], ports[2:], strict=True)):
         workers.append(ConnectWorker(libs, tmp_path, f"worker{n}", cluster.bootstrap, port,
-                                     group_id=f"connect-{guarantee.replace('_', '-')}", overrides=overrides))
+                                     group_id=f"connect-{guarantee.replace('_', '-')}", overrides=overrides,
+                                     metrics_port=metrics_port))
     for worker in workers:
         worker.start()
 
@@ -108,6 +147,7 @@ def test_file_source_and_sink_survive_a_worker_and_a_broker_killed(
                                      "topics": TOPIC})
     for name in ("lines-in", "lines-out"):
         wait_for(lambda name=name: rest.running(name, 1), WAIT, f"{name} running")
+    wait_for(lambda: states_scraped(workers) == RUNNING, 30, "both connectors and tasks running in the metrics")
 
     def sink_lines() -> list[str]:
         return sink_file.read_text().splitlines() if sink_file.exists() else []
@@ -122,6 +162,9 @@ def test_file_source_and_sink_survive_a_worker_and_a_broker_killed(
         if chunk == CHUNKS // 4:
             # The worker running the source task dies; the survivor takes over its tasks.
             wait_for(lambda: len(sink_lines()) > 0, WAIT, "the first lines in the sink file")
+            # Records through both tasks in the metrics, before a kill moves them (a task's totals
+            # start again from zero where it restarts).
+            wait_for(lambda: min(records_scraped(workers)) > 0, 30, "records through the tasks in the metrics")
             host = task_workers(rest, "lines-in")[0]
             victim = next(w for w in workers if host.endswith(f":{w.rest_port}"))
             survivor = next(w for w in workers if w is not victim)
@@ -150,6 +193,8 @@ def test_file_source_and_sink_survive_a_worker_and_a_broker_killed(
           f"sink file {len(sink_lines())} lines")
     if exactly_once:
         assert duplicates == 0
+    # After the kills and restarts: every connector and task running again, each once.
+    wait_for(lambda: states_scraped(list(workers)) == RUNNING, 60, "the metrics to show everything running again")
 
     # Per partition, the sink file holds the records in offset order: a record's first
     # appearance never comes after the first appearance of a later record of its partition.

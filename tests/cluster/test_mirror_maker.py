@@ -17,6 +17,10 @@ to the moment they are moved. Then:
   the nearest offset sync MM2 still keeps (it thins them out exponentially with their distance
   from the newest), never from the beginning (docs/migration.md).
 
+The worker runs with the Prometheus JMX exporter's agent and the operator's rules
+(``builders/connect_metrics.py``): its metrics show the three connectors running, record age and
+replication latency for every mirrored partition, and checkpoint latency for the group.
+
 ``RIVERLOG_TEST_TARGET=kafka`` runs the same code with Apache Kafka as every cluster.
 """
 
@@ -32,7 +36,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource
 from support.brokers import free_ports, kafka_dist
 from support.clients import wait_until
 from support.cluster_workload import create_topic
-from support.connect import ConnectWorker
+from support.connect import ConnectWorker, series
 from support.process_cluster import ProcessCluster
 from support.txn_checks import READ_COMMITTED, READ_UNCOMMITTED, read_all
 
@@ -132,9 +136,9 @@ def test_mirror_maker_2_mirrors_topics_records_and_group_offsets(
     produce(source.bootstrap, 0, FIRST)
 
     libs = Path(kafka_dist.install())
-    (port,) = free_ports(1)
+    port, metrics_port = free_ports(2)
     worker = ConnectWorker(libs, tmp_path, "mirror-worker", target.bootstrap, port, group_id="mirror",
-                           replication_factor=1,
+                           replication_factor=1, metrics_port=metrics_port,
                            overrides={"exactly.once.source.support": "enabled"} if exactly_once else {})
     workers.append(worker)
     attach_log("Connect worker", lambda: worker.log_tail(150))
@@ -177,6 +181,26 @@ def test_mirror_maker_2_mirrors_topics_records_and_group_offsets(
             assert values[p] == expected[p], f"partition {p}: duplicates or gaps with exactly-once"
     duplicates = sum(len(values[p]) - len(expected[p]) for p in range(PARTITIONS))
 
+    # The mirror's lag in the worker's metrics (since its restart): every partition of the remote
+    # topic has a record age and a replication latency, and replicated records; the three
+    # connectors are running (a checkpoint connector without groups yet may have no task).
+    def mirror_metrics() -> bool:
+        samples = worker.scrape()
+        wanted = {(alias, "target", mirrored, str(p)) for p in range(PARTITIONS)}
+        for name in ("riverlog_mirror_record_age_seconds", "riverlog_mirror_replication_latency_seconds",
+                     "riverlog_mirror_records_total"):
+            found = {(labels["source"], labels["target"], labels["topic"], labels["partition"]): value
+                     for labels, value in series(samples, name)}
+            assert set(found) == wanted, (name, found)
+            assert all(value >= 0 for value in found.values()), (name, found)
+            if name == "riverlog_mirror_records_total" and not all(found.values()):
+                return False
+        running = {labels["connector"] for labels, value in series(samples, "riverlog_connect_connector_status")
+                   if labels["status"] == "running" and value == 1}
+        return running == {"mirror-source", "mirror-checkpoint", "mirror-heartbeat"}
+
+    wait_for(mirror_metrics, 30, "the mirror's record age and replication latency in the worker's metrics")
+
     # The topic's shape and its non-default config came across.
     admin = AdminClient({"bootstrap.servers": target.bootstrap})
     assert len(admin.list_topics(mirrored, timeout=10).topics[mirrored].partitions) == PARTITIONS
@@ -201,6 +225,12 @@ def test_mirror_maker_2_mirrors_topics_records_and_group_offsets(
 
     wait_for(settled, WAIT, "the translated offsets to settle", interval=3.0)
     translated = steady[-1]
+
+    def checkpoint_latency() -> list[dict[str, str]]:
+        return [labels for labels, _ in series(worker.scrape(), "riverlog_mirror_checkpoint_latency_seconds")
+                if (labels["source"], labels["target"], labels["group"]) == (alias, "target", GROUP)]
+
+    wait_for(checkpoint_latency, 30, f"checkpoint latency of group {GROUP} in the worker's metrics")
     consumer = Consumer({"bootstrap.servers": target.bootstrap, "group.id": GROUP, "enable.auto.commit": False,
                          "auto.offset.reset": "earliest", "enable.partition.eof": True,
                          "isolation.level": "read_committed" if exactly_once else "read_uncommitted"})

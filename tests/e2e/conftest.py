@@ -20,6 +20,7 @@ import pytest
 from node_agent.agent import NodeAgent
 from node_agent.provisioner import LocalDirProvisioner
 from support.brokers import kafka_dist
+from support.connect import metrics_agent
 from support.kube import KubeCluster, k8s_bin_dir
 
 EXISTING_KUBECONFIG = os.environ.get("RIVERLOG_E2E_KUBECONFIG", "")
@@ -72,10 +73,11 @@ class ExistingCluster(KubeCluster):
 
 def connect_image_env() -> dict[str, str]:
     """What the Connect image (the Dockerfile's ``connect`` stage) would provide: Kafka's jars
-    (here the ones ``make java-deps`` cached) and JVM options (a small heap, quick start-up on a
+    (here the ones ``make java-deps`` cached), the JMX exporter's agent, and JVM options (a small heap, quick start-up on a
     two-core machine rather than the image's share of a memory limit)."""
     libs = kafka_dist.install()
     return {"RIVERLOG_CONNECT_HOME": str(libs.parent),
+            "RIVERLOG_CONNECT_METRICS_AGENT": str(metrics_agent()),
             "RIVERLOG_CONNECT_JAVA_OPTS": "-Xmx384m -XX:+UseSerialGC -XX:TieredStopAtLevel=1"}
 
 

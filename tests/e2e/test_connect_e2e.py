@@ -66,14 +66,17 @@ consumer.close()
 say("FINAL", {"counts": counts})
 """
 
-# GETs paths of a REST API and prints each answer.
+# GETs paths of an HTTP API and prints each answer (JSON decoded, anything else as text).
 REST = r"""
 import json, sys, urllib.error, urllib.request
 base = sys.argv[1]
 for path in sys.argv[2:]:
     try:
         with urllib.request.urlopen(base + path, timeout=20) as answer:
-            out = {"path": path, "code": answer.status, "body": json.loads(answer.read() or b"null")}
+            raw = answer.read()
+            kind = answer.headers.get("Content-Type", "")
+            body = json.loads(raw or b"null") if "json" in kind else raw.decode(errors="replace")
+            out = {"path": path, "code": answer.status, "body": body}
     except urllib.error.HTTPError as exc:
         out = {"path": path, "code": exc.code, "body": exc.read().decode(errors="replace")}
     print("REST", json.dumps(out, sort_keys=True), flush=True)
@@ -197,9 +200,10 @@ class Installation:
         self.pods += 1  # pod names are never reused: a finished client stays for its log
         return ClientPod(self.kube, self.node, self.ns, f"{name}-{self.pods}", script, list(args))
 
-    def rest(self, service: str, *paths: str) -> dict[str, Any]:
-        """The answers of the REST API behind ``service`` (port 8083), asked from a Pod."""
-        log = self.client("rest", REST, f"http://{service}.{self.ns}.svc:8083", *paths).finish(120)
+    def rest(self, service: str, *paths: str, port: int = 8083) -> dict[str, Any]:
+        """The answers of the HTTP API behind ``service`` (Connect's REST API by default), asked
+        from a Pod."""
+        log = self.client("rest", REST, f"http://{service}.{self.ns}.svc:{port}", *paths).finish(120)
         return {answer["path"]: answer for answer in log.all("REST")}
 
 
@@ -273,6 +277,10 @@ def test_a_connector_is_created_paused_resumed_reconfigured_and_deleted_from_its
     assert answers["/connectors/beat/status"]["body"]["connector"]["state"] == "RUNNING", answers
     assert answers["/connectors/beat/config"]["body"]["source.cluster.alias"] == "alpha", answers
     wait_until(lambda: seen(watch).get("alpha", 0) >= 3, WAIT, "heartbeats from the running connector")
+    # The workers' Prometheus metrics (the JMX exporter's agent, the operator's rules), through
+    # the same Service.
+    scrape = inst.rest(api, "/metrics", port=9404)["/metrics"]["body"]
+    assert 'riverlog_connect_connector_status{connector="beat",status="running"} 1.0' in scrape, scrape[-2000:]
 
     # Paused: the workers pause it, heartbeats stop.
     inst.patch("connector", "beat", {"spec": {"state": "paused"}})

@@ -243,7 +243,7 @@ def test_every_optional_part_renders(helm_env: dict[str, str]) -> None:
     docs = render(helm_env, *ALL_ON)
     counts = kinds(docs)
     assert counts["Cluster"] == 1 and counts["Topic"] == 2
-    assert counts["ServiceMonitor"] == 2 and counts["PrometheusRule"] == 1 and counts["ConfigMap"] == 1
+    assert counts["ServiceMonitor"] == 3 and counts["PrometheusRule"] == 1 and counts["ConfigMap"] == 1
     cluster = one(docs, "Cluster", "demo")
     assert cluster["apiVersion"] == "riverlog.dev/v1alpha1"
     assert cluster["spec"] == {"replicas": 3, "storage": {"size": "10Gi"}, "config": {}}
@@ -270,6 +270,23 @@ def test_every_optional_part_renders(helm_env: dict[str, str]) -> None:
             "targetLabel": "riverlog_cluster"} in endpoint["relabelings"]
     assert labels("demo")["riverlog.dev/cluster"] == "demo"
     assert brokers["spec"]["namespaceSelector"] == {"any": True}
+    # Connect and Mirror workers: their API Services' port "metrics" (spec.metrics.enabled).
+    from riverlog_operator.builders.connect import ConnectInputs, Endpoint, WorkerRef, build_api_service
+    from riverlog_operator.connect_model import ConnectSpec
+
+    connect_sm = one(docs, "ServiceMonitor", "riverlog-connect")
+    for kind in ("Connect", "Mirror"):
+        api = build_api_service(ConnectInputs(WorkerRef(kind, "etl", "prod", "uid-2"), ConnectSpec(), "c:x",
+                                              Endpoint("k:9092")))
+        assert connect_sm["spec"]["selector"]["matchLabels"].items() <= api["metadata"]["labels"].items()
+        assert "metrics" in [p["name"] for p in api["spec"]["ports"]]
+        assert api["metadata"]["labels"]["app.kubernetes.io/instance"] == "etl"
+        assert api["metadata"]["labels"]["app.kubernetes.io/component"] == kind.lower()
+    (endpoint,) = connect_sm["spec"]["endpoints"]
+    label = "__meta_kubernetes_service_label_app_kubernetes_io_"
+    assert endpoint["port"] == "metrics" and endpoint["relabelings"] == [
+        {"sourceLabels": [f"{label}instance"], "targetLabel": "riverlog_connect"},
+        {"sourceLabels": [f"{label}component"], "targetLabel": "riverlog_kind"}]
     operator_sm = one(docs, "ServiceMonitor", "riverlog-operator")
     assert operator_sm["spec"]["selector"]["matchLabels"].items() <= one(docs, "Service")["metadata"]["labels"].items()
 
@@ -295,7 +312,8 @@ def test_values_schema_refuses_bad_values(helm_env: dict[str, str], bad: list[st
 
 def test_alert_rules_fire_when_they_should(helm_env: dict[str, str], tmp_path: Path) -> None:
     docs = render(helm_env, "--set", "metrics.prometheusRule.enabled=true",
-                  "--set", "metrics.prometheusRule.consumerLag.threshold=1000")
+                  "--set", "metrics.prometheusRule.consumerLag.threshold=1000",
+                  "--set", "metrics.prometheusRule.mirrorLag.thresholdSeconds=120")
     spec = one(docs, "PrometheusRule")["spec"]
     rules_file = tmp_path / "rules.yaml"
     rules_file.write_text(yaml.safe_dump(spec))
@@ -314,6 +332,8 @@ def test_alert_rules_fire_when_they_should(helm_env: dict[str, str], tmp_path: P
 
     demo = {"riverlog_cluster": "demo"}
     calm = {"riverlog_cluster": "calm"}
+    etl = {"riverlog_connect": "etl", "riverlog_kind": "connect"}
+    dr = {"riverlog_connect": "dr", "riverlog_kind": "mirror"}
     tests = {"rule_files": [rules_file.name], "evaluation_interval": "1m", "tests": [{
         "interval": "1m",
         "input_series": [
@@ -341,6 +361,22 @@ def test_alert_rules_fire_when_they_should(helm_env: dict[str, str], tmp_path: P
                        'ca="cluster"}', "values": "864000x22"},
             {"series": 'riverlog_operator_ca_expiry_timestamp_seconds{cluster_namespace="prod",cluster="calm",'
                        'ca="cluster"}', "values": "31536000x22"},
+            # Connect "etl": connector sink-db fails at 2m (its task with it) and stays failed; a
+            # second worker stops answering at 2m. Mirror "dr": orders lags ever more from 3m (60 s
+            # more each minute), payments stays fresh; the status series of a state that is not
+            # the current one are absent, as the exporter reports only the current state.
+            series("riverlog_connect_connector_status", "1 1 _x20", connector="sink-db", status="running", **etl),
+            series("riverlog_connect_connector_status", "_ _ 1x20", connector="sink-db", status="failed", **etl),
+            series("riverlog_connect_task_status", "1 1 _x20", connector="sink-db", task="0", status="running",
+                   **etl),
+            series("riverlog_connect_task_status", "_ _ 1x20", connector="sink-db", task="0", status="failed", **etl),
+            series("riverlog_connect_connector_status", "1x22", connector="source-db", status="running", **etl),
+            series("up", "1 1 0x20", pod="etl-connect-7d9-b", **etl),
+            series("up", "1x22", pod="etl-connect-7d9-a", **etl),
+            series("riverlog_mirror_record_age_max_seconds", "1 1 1 180+60x19", source="old", target="new",
+                   topic="old.orders", partition="0", **dr),
+            series("riverlog_mirror_record_age_max_seconds", "1x22", source="old", target="new",
+                   topic="old.payments", partition="0", **dr),
         ],
         "alert_rule_test": [
             {"eval_time": "2m", "alertname": "RiverlogActiveControllerAbsent", "exp_alerts": []},
@@ -380,6 +416,26 @@ def test_alert_rules_fire_when_they_should(helm_env: dict[str, str], tmp_path: P
                                "pod": "demo-0"},
                 "exp_annotations": {"summary": "A transaction coordinated by Riverlog broker prod/demo-0 "
                                                "has been open for 50m 0s"}}]},
+            # Failed from 2m, firing once that lasted 5 minutes (connect.failedFor).
+            {"eval_time": "6m", "alertname": "RiverlogConnectorFailed", "exp_alerts": []},
+            {"eval_time": "7m", "alertname": "RiverlogConnectorFailed", "exp_alerts": [{
+                "exp_labels": {"severity": "warning", "namespace": "prod", "riverlog_kind": "connect",
+                               "riverlog_connect": "etl", "connector": "sink-db"},
+                "exp_annotations": {"summary": "Connector sink-db of connect prod/etl has failed"}}]},
+            {"eval_time": "7m", "alertname": "RiverlogConnectTaskFailed", "exp_alerts": [{
+                "exp_labels": {"severity": "warning", "namespace": "prod", "riverlog_kind": "connect",
+                               "riverlog_connect": "etl", "connector": "sink-db", "task": "0"},
+                "exp_annotations": {"summary": "Task 0 of connector sink-db (connect prod/etl) has failed"}}]},
+            {"eval_time": "7m", "alertname": "RiverlogConnectWorkerDown", "exp_alerts": [{
+                "exp_labels": {"severity": "warning", "namespace": "prod", "riverlog_kind": "connect",
+                               "riverlog_connect": "etl", "pod": "etl-connect-7d9-b"},
+                "exp_annotations": {"summary": "Connect worker prod/etl-connect-7d9-b is not answering scrapes"}}]},
+            # Above 120 s from 3m (180 s), firing once that lasted 10 minutes; payments never.
+            {"eval_time": "12m", "alertname": "RiverlogMirrorLagHigh", "exp_alerts": []},
+            {"eval_time": "13m", "alertname": "RiverlogMirrorLagHigh", "exp_alerts": [{
+                "exp_labels": {"severity": "warning", "namespace": "prod", "riverlog_connect": "dr",
+                               "source": "old", "target": "new", "topic": "old.orders"},
+                "exp_annotations": {"summary": "Mirror prod/dr lags 13m 0s on old.orders"}}]},
         ],
     }]}
     tests_file = tmp_path / "tests.yaml"

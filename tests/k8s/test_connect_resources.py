@@ -104,7 +104,11 @@ def test_connect_gets_its_workers_and_reports_status_and_spec_errors(kube: KubeC
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     assert container["image"] == "riverlog-connect:test"
     service = get(kube, "service", "sink-connect-api", namespace)
-    assert service is not None and [p["port"] for p in service["spec"]["ports"]] == [8083]
+    # The REST API and the workers' metrics (spec.metrics.enabled, on by default): the JMX
+    # exporter's rules beside the properties, the launcher told to start the agent.
+    assert service is not None and [p["port"] for p in service["spec"]["ports"]] == [8083, 9404]
+    assert "metrics.yaml" in get(kube, "configmap", "sink-connect-config", namespace)["data"]  # type: ignore[index]
+    assert {"name": "RIVERLOG_CONNECT_METRICS_PORT", "value": "9404"} in container["env"]
     # The controller-manager makes the pod (Pending without a kubelet); the status follows.
     wait_until(lambda: (get(kube, "rlcn", "sink", namespace) or {}).get("status", {}).get("replicas") == 1, WAIT,
                "status.replicas 1")

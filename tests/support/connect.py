@@ -5,20 +5,31 @@ A :class:`ConnectWorker` is one distributed-mode worker JVM (``ConnectDistribute
 a loopback port. Workers of the same ``group.id`` form one Connect cluster through the broker's
 group coordinator (protocol type ``connect``) and keep their configs, offsets and statuses in
 compacted topics. :class:`ConnectRest` is a small client of the REST API.
+
+Workers run through the Connect image's launcher, ``scripts/riverlog-connect``, as the operator's
+pods do; with ``metrics_port`` it starts the Prometheus JMX exporter's agent (``metrics_agent``
+resolves it from Maven Central, as the image does) with the operator's exporter rules, and
+:meth:`ConnectWorker.scrape` reads what Prometheus would.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
 import urllib.error
 import urllib.request
+import xml.etree.ElementTree as ET
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
+from riverlog_operator.builders import connect_metrics
 
 from support.brokers import kafka_dist
 
@@ -26,10 +37,44 @@ CONNECT_MAIN = "org.apache.kafka.connect.cli.ConnectDistributed"
 FILE_SOURCE = "org.apache.kafka.connect.file.FileStreamSourceConnector"
 FILE_SINK = "org.apache.kafka.connect.file.FileStreamSinkConnector"
 STRING_CONVERTER = "org.apache.kafka.connect.storage.StringConverter"
+ROOT = Path(__file__).resolve().parents[2]
+LAUNCHER = ROOT / "scripts" / "riverlog-connect"
+AGENT_JAR = "jmx_prometheus_javaagent.jar"
+_POM_NS = "{http://maven.apache.org/POM/4.0.0}"
+
+# One scraped sample: its name and its labels, sorted.
+Sample = tuple[str, tuple[tuple[str, str], ...]]
+
+
+def metrics_agent() -> Path:
+    """The JMX exporter's agent jar at the pom's pinned version, copied from Maven Central into
+    the cache once (``dependency:copy`` of bench/kafka-pom.xml, as the Connect image does)."""
+    pom = kafka_dist.POM_PATH
+    version = ET.parse(pom).getroot().findtext(f"{_POM_NS}properties/{_POM_NS}jmx.exporter.version")
+    assert version, f"{pom} pins no jmx.exporter.version"
+    target = kafka_dist.cache_root() / f"jmx-exporter-{version}" / AGENT_JAR
+    if target.is_file():
+        return target
+    mvn = shutil.which("mvn")
+    assert mvn, "Maven ('mvn') is needed to fetch the JMX exporter's agent"
+    with kafka_dist.file_lock(target.parent / ".install.lock"):
+        if target.is_file():
+            return target
+        with tempfile.TemporaryDirectory(dir=target.parent) as staging:
+            proc = subprocess.run([mvn, "-B", "-q", "-f", str(pom), f"-Doutput.dir={staging}", "dependency:copy"],
+                                  capture_output=True, text=True, timeout=600, check=False)
+            assert proc.returncode == 0, f"mvn dependency:copy failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+            (Path(staging) / AGENT_JAR).replace(target)  # atomic: others see the whole jar or none
+    return target
 
 
 class ConnectError(AssertionError):
     pass
+
+
+def series(samples: Mapping[Sample, float], name: str) -> list[tuple[dict[str, str], float]]:
+    """The samples of one metric from :meth:`ConnectWorker.scrape`: labels and value."""
+    return [(dict(labels), value) for (found, labels), value in samples.items() if found == name]
 
 
 class ConnectRest:
@@ -74,8 +119,8 @@ class ConnectWorker:
 
     def __init__(self, libs: Path, workdir: Path, name: str, bootstrap: str, rest_port: int,
                  group_id: str = "riverlog-connect", replication_factor: int = 3,
-                 overrides: Mapping[str, object] | None = None) -> None:
-        self.libs, self.name, self.rest_port = libs, name, rest_port
+                 overrides: Mapping[str, object] | None = None, metrics_port: int | None = None) -> None:
+        self.libs, self.name, self.rest_port, self.metrics_port = libs, name, rest_port, metrics_port
         self.dir = workdir / name
         self.dir.mkdir(parents=True, exist_ok=True)
         self.properties = self.dir / "worker.properties"
@@ -104,13 +149,37 @@ class ConnectWorker:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout: float = 120.0) -> ConnectWorker:
-        cmd = kafka_dist.java_command(self.libs, CONNECT_MAIN, [str(self.properties)], heap="384m",
-                                      log_level="info")
         with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=self.dir,
-                                         start_new_session=True)
+            self.proc = subprocess.Popen(["sh", str(LAUNCHER), str(self.properties)], env=self.launcher_env(),
+                                         stdout=log, stderr=subprocess.STDOUT, cwd=self.dir, start_new_session=True)
         self.wait_ready(timeout)
         return self
+
+    def launcher_env(self) -> dict[str, str]:
+        """The launcher's settings: the JVM options kafka_dist gives its Java programs, the jars'
+        directory, and with a metrics port the agent and the operator's rules."""
+        assert self.libs.name == "libs", f"the launcher wants <home>/libs, not {self.libs}"
+        cmd = kafka_dist.java_command(self.libs, CONNECT_MAIN, heap="384m", log_level="info")
+        java = Path(cmd[0])
+        env = {**os.environ, "PATH": f"{java.parent}{os.pathsep}{os.environ.get('PATH', '')}",
+               "RIVERLOG_CONNECT_HOME": str(self.libs.parent),
+               "RIVERLOG_CONNECT_JAVA_OPTS": " ".join(cmd[1:cmd.index("-cp")])}
+        env.pop(connect_metrics.METRICS_PORT_ENV, None)
+        if self.metrics_port is not None:
+            rules = self.dir / connect_metrics.METRICS_CONFIG_FILE
+            rules.write_text(connect_metrics.exporter_config_text())
+            env.update({connect_metrics.METRICS_PORT_ENV: f"127.0.0.1:{self.metrics_port}",
+                        connect_metrics.METRICS_CONFIG_ENV: str(rules),
+                        "RIVERLOG_CONNECT_METRICS_AGENT": str(metrics_agent())})
+        return env
+
+    def scrape(self) -> dict[Sample, float]:
+        """The agent's /metrics as Prometheus reads it: every sample by name and labels."""
+        assert self.metrics_port is not None, f"worker {self.name} runs without metrics"
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=10) as resp:
+            text = resp.read().decode()
+        return {(s.name, tuple(sorted(s.labels.items()))): s.value
+                for family in text_string_to_metric_families(text) for s in family.samples}
 
     def wait_ready(self, timeout: float) -> None:
         """Until the REST API answers for the joined cluster (GET /connectors needs the herder)."""

@@ -1,6 +1,7 @@
 """Chart files that need no helm: the CRD copies, the Grafana dashboard's queries (against the
-metric names the broker and the operator really export, and through promtool's PromQL parser),
-and the kind e2e script (shellcheck). Rendering and installing the chart is tests/k8s/test_chart.py.
+metric names the broker, the operator and the Connect workers' exporter rules really export,
+through promtool's PromQL parser, and some evaluated by promtool on sample series), and the kind
+e2e script (shellcheck). Rendering and installing the chart is tests/k8s/test_chart.py.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import pytest
 import yaml
 from prometheus_client.registry import CollectorRegistry
 from riverlog.metrics import Metrics
+from riverlog_operator.builders.connect_metrics import metric_names as connect_metric_names
 from support import promtool
 
 pytestmark = pytest.mark.unit
@@ -60,7 +62,7 @@ def known_metric_names() -> set[str]:
     broker.track_transactions(lambda: [(0, 1, 2.5)], lambda: [("t", 0, 3)])
     from riverlog_operator.metrics import REGISTRY as operator_registry
 
-    return exported_names(broker.registry) | exported_names(operator_registry) | {"up"}
+    return exported_names(broker.registry) | exported_names(operator_registry) | connect_metric_names() | {"up"}
 
 
 METRIC = re.compile(r"\b((?:riverlog|process)_[a-z0-9_]+|up)\b")
@@ -82,12 +84,17 @@ def panel_exprs(dash: dict[str, Any]) -> list[str]:
     return [t["expr"] for p in dash["panels"] for t in p.get("targets", [])]
 
 
+def queried(dash: dict[str, Any]) -> list[dict[str, Any]]:
+    """The panels that query (rows only group them)."""
+    return [p for p in dash["panels"] if p["type"] != "row"]
+
+
 def test_dashboard_is_a_grafana_dashboard() -> None:
     dash = dashboard()
     assert dash["uid"] == "riverlog-overview" and dash["title"]
     ids = [p["id"] for p in dash["panels"]]
     assert len(ids) == len(set(ids)) >= 10
-    for panel in dash["panels"]:
+    for panel in queried(dash):
         assert panel["targets"], panel["title"]
         assert panel["datasource"]["uid"] == "${datasource}", panel["title"]
         pos = panel["gridPos"]
@@ -101,7 +108,11 @@ def test_dashboard_is_a_grafana_dashboard() -> None:
             cells[cell] = panel["title"]
     variables = {v["name"]: v for v in dash["templating"]["list"]}
     assert variables["datasource"]["query"] == "prometheus"
-    assert {"namespace", "cluster"} <= set(variables)
+    assert {"namespace", "cluster", "connect"} <= set(variables)
+    # The Connect panels sit under a row of their own and select by the Connect (or Mirror).
+    (row,) = [p for p in dash["panels"] if p["type"] == "row"]
+    below = [p for p in queried(dash) if p["gridPos"]["y"] > row["gridPos"]["y"]]
+    assert below and all('riverlog_connect=~"$connect"' in t["expr"] for p in below for t in p["targets"])
 
 
 def test_dashboard_reads_only_metrics_that_exist() -> None:
@@ -124,11 +135,17 @@ def test_dashboard_reads_only_metrics_that_exist() -> None:
     # Every transaction metric has a panel.
     assert {"riverlog_transactions_open", "riverlog_transaction_marker_latency_seconds_bucket",
             "riverlog_last_stable_offset_lag", "riverlog_coordinator_load_seconds_bucket"} <= used
+    # Connect: states, failures, records through tasks, and the mirror's lag the alerts are about.
+    assert {"riverlog_connect_connector_status", "riverlog_connect_task_status",
+            "riverlog_connect_worker_connector_tasks", "riverlog_connect_source_records_written_total",
+            "riverlog_connect_sink_records_read_total", "riverlog_mirror_record_age_max_seconds",
+            "riverlog_mirror_replication_latency_max_seconds", "riverlog_mirror_checkpoint_latency_seconds"} <= used
 
 
 def grafana_to_promql(expr: str) -> str:
     """Grafana's variables replaced as Grafana would before sending the query."""
-    return (expr.replace("$__rate_interval", "2m").replace("$namespace", ".*").replace("$cluster", ".*"))
+    return (expr.replace("$__rate_interval", "2m").replace("$namespace", ".*").replace("$cluster", ".*")
+            .replace("$connect", ".*"))
 
 
 def test_dashboard_queries_parse_as_promql(tmp_path: Path) -> None:
@@ -146,7 +163,7 @@ def test_dashboard_queries_parse_as_promql(tmp_path: Path) -> None:
 
 def test_dashboard_shows_days_until_each_ca_expires(tmp_path: Path) -> None:
     metric = "riverlog_operator_ca_expiry_timestamp_seconds"
-    (panel,) = [p for p in dashboard()["panels"] if any(metric in t["expr"] for t in p["targets"])]
+    (panel,) = [p for p in queried(dashboard()) if any(metric in t["expr"] for t in p["targets"])]
     # Red where RiverlogCertificateAuthorityExpiring fires (under 14 days), yellow once a CA is
     # past the operator's default renewal point (renewalDays 30) without having been renewed.
     steps = panel["fieldConfig"]["defaults"]["thresholds"]["steps"]
@@ -177,6 +194,78 @@ def test_dashboard_shows_days_until_each_ca_expires(tmp_path: Path) -> None:
             {"expr": expr, "eval_time": "0m", "exp_samples": [days("cluster", 10), days("clients", 40)]},
             {"expr": expr, "eval_time": "1d", "exp_samples": [days("cluster", 9), days("clients", 39)]},
         ]}]}
+    (tmp_path / "tests.yaml").write_text(yaml.safe_dump(tests))
+    proc = subprocess.run([str(promtool.ensure()), "test", "rules", "tests.yaml"], cwd=tmp_path, capture_output=True,
+                          text=True, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "SUCCESS" in proc.stdout
+
+
+def test_connect_panels_on_sample_series(tmp_path: Path) -> None:
+    # The Connect row's queries evaluated by promtool, the variables set to namespace prod and
+    # Connect "etl" or Mirror "dr": a worker's series as the exporter reports them (a connector's
+    # and task's state on the worker that runs it, only the current state).
+    panels = {p["title"]: p for p in queried(dashboard())}
+
+    def expr(title: str, index: int = 0) -> str:
+        text: str = panels[title]["targets"][index]["expr"]
+        return text.replace("$namespace", "prod").replace("$connect", "etl|dr").replace("$__rate_interval", "2m")
+
+    def sample(name: str, values: str, **labels: str) -> dict[str, str]:
+        inner = ",".join(f'{k}="{v}"' for k, v in {"namespace": "prod", **labels}.items())
+        return {"series": f"{name}{{{inner}}}", "values": values}
+
+    etl = {"riverlog_connect": "etl", "riverlog_kind": "connect"}
+    dr = {"riverlog_connect": "dr", "riverlog_kind": "mirror"}
+    other = {"riverlog_connect": "elsewhere", "riverlog_kind": "connect"}
+    remote = {"source": "old", "target": "new", "topic": "old.orders"}
+    input_series = [
+        sample("riverlog_connect_connector_status", "1x10", connector="db-in", status="running", pod="etl-a", **etl),
+        sample("riverlog_connect_connector_status", "1x10", connector="db-out", status="failed", pod="etl-b", **etl),
+        sample("riverlog_connect_connector_status", "1x10", connector="mirror-source", status="running", pod="dr-a",
+               **dr),
+        sample("riverlog_connect_connector_status", "1x10", connector="x", status="failed", pod="o-a", **other),
+        sample("riverlog_connect_task_status", "1x10", connector="db-in", task="0", status="running", pod="etl-a",
+               **etl),
+        sample("riverlog_connect_task_status", "1x10", connector="db-in", task="1", status="failed", pod="etl-b",
+               **etl),
+        sample("riverlog_connect_task_status", "1x10", connector="mirror-source", task="0", status="running",
+               pod="dr-a", **dr),
+        *(sample("riverlog_connect_worker_tasks", "1x10", pod=pod, **labels)
+          for pod, labels in (("etl-a", etl), ("etl-b", etl), ("dr-a", dr), ("o-a", other))),
+        # 600 records a minute through the source task, 300 read by the sink task.
+        sample("riverlog_connect_source_records_written_total", "0+600x10", connector="db-in", task="0", pod="etl-a",
+               **etl),
+        sample("riverlog_connect_sink_records_read_total", "0+300x10", connector="db-out", task="0", pod="etl-b",
+               **etl),
+        # The mirror: partition 1 of old.orders lags most; record age per topic is its largest.
+        sample("riverlog_mirror_record_age_max_seconds", "2x10", partition="0", pod="dr-a", **remote, **dr),
+        sample("riverlog_mirror_record_age_max_seconds", "90x10", partition="1", pod="dr-a", **remote, **dr),
+        sample("riverlog_mirror_checkpoint_latency_seconds", "4x10", group="billing", partition="0", pod="dr-a",
+               **remote, **dr),
+    ]
+
+    def states(*pairs: tuple[str, int]) -> list[dict[str, Any]]:
+        return [{"labels": f'{{status="{status}"}}', "value": value} for status, value in pairs]
+
+    tests = {"rule_files": ["none.yaml"], "tests": [{"interval": "1m", "input_series": input_series,
+                                                      "promql_expr_test": [
+        {"expr": expr("Connectors by state"), "eval_time": "5m", "exp_samples": states(("failed", 1), ("running", 2))},
+        {"expr": expr("Tasks by state"), "eval_time": "5m", "exp_samples": states(("failed", 1), ("running", 2))},
+        {"expr": expr("Failed connectors and tasks"), "eval_time": "5m", "exp_samples": [{"labels": "{}", "value": 2}]},
+        {"expr": expr("Workers reporting"), "eval_time": "5m", "exp_samples": [{"labels": "{}", "value": 3}]},
+        {"expr": expr("Source records written per connector"), "eval_time": "5m", "exp_samples": [
+            {"labels": '{connector="db-in", riverlog_connect="etl"}', "value": 10}]},
+        {"expr": expr("Sink records read per connector"), "eval_time": "5m", "exp_samples": [
+            {"labels": '{connector="db-out", riverlog_connect="etl"}', "value": 5}]},
+        {"expr": expr("Mirror lag: record age per topic"), "eval_time": "5m", "exp_samples": [
+            {"labels": '{riverlog_connect="dr", source="old", topic="old.orders"}', "value": 90}]},
+        {"expr": expr("Mirror checkpoint latency per group"), "eval_time": "5m", "exp_samples": [
+            {"labels": '{group="billing", riverlog_connect="dr"}', "value": 4}]},
+        {"expr": expr("Failed connectors and tasks over time", 1), "eval_time": "5m", "exp_samples": [
+            {"labels": '{connector="db-in", riverlog_connect="etl", task="1"}', "value": 1}]},
+    ]}]}
+    (tmp_path / "none.yaml").write_text("groups: []\n")
     (tmp_path / "tests.yaml").write_text(yaml.safe_dump(tests))
     proc = subprocess.run([str(promtool.ensure()), "test", "rules", "tests.yaml"], cwd=tmp_path, capture_output=True,
                           text=True, check=False)

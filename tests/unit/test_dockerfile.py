@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from riverlog_operator.builders import connect as connect_builder
+from riverlog_operator.builders import connect_metrics
 from riverlog_operator.builders.common import RUN_AS_USER
 from support.brokers import kafka_dist
 from support.image_stage import DOCKERFILE, ROOT, Stage, parse_dockerfile
@@ -155,9 +156,10 @@ def test_connect_image_is_kafkas_connect_on_java_17_as_a_numeric_non_root_user(s
     libs, connect = _stage(stages, "connect-libs"), _stage(stages, "connect")
     assert re.fullmatch(r"eclipse-temurin:17-jre(-\w+)?", connect.base), connect.base
     assert re.fullmatch(r"maven:3[.\d]*-eclipse-temurin-17", libs.base), libs.base
-    # Only the jars, the launcher and a plugin directory; no build tools in the image.
+    # Only the jars, the metrics agent, the launcher and a plugin directory; no build tools.
     copies = connect.all("COPY")
     assert copies == ["--from=connect-libs /opt/riverlog-connect/libs /opt/riverlog-connect/libs",
+                      "--from=connect-libs /opt/riverlog-connect/agent /opt/riverlog-connect/agent",
                       f"scripts/riverlog-connect /usr/local/bin/{connect_builder.LAUNCHER}"]
     assert any(f"mkdir -p {connect_builder.PLUGINS_DIR}" in r for r in connect.all("RUN"))
     users = connect.all("USER")
@@ -168,7 +170,7 @@ def test_connect_image_is_kafkas_connect_on_java_17_as_a_numeric_non_root_user(s
     # Exec form: the JVM is PID 1 (the launcher execs it) and gets SIGTERM.
     assert json.loads(connect.all("ENTRYPOINT")[-1]) == [connect_builder.LAUNCHER]
     assert json.loads(connect.all("CMD")[-1]) == [f"{connect_builder.CONFIG_DIR}/{connect_builder.CONFIG_FILE}"]
-    assert connect.all("EXPOSE") == [str(connect_builder.REST_PORT)]
+    assert connect.all("EXPOSE") == [f"{connect_builder.REST_PORT} {connect_builder.METRICS_PORT}"]
     assert any(e.startswith("RIVERLOG_CONNECT_JAVA_OPTS=") for e in connect.all("ENV"))
 
 
@@ -180,11 +182,30 @@ def test_connect_jars_come_from_the_pom_the_tests_use_at_their_version(stages: l
     libs = _stage(stages, "connect-libs")
     assert libs.all("COPY") == ["bench/kafka-pom.xml ./"]
     (run,) = libs.all("RUN")
+    run, agent = run.split(" && ")
     words = shlex.split(run)
     assert words[:5] == ["mvn", "-B", "-q", "-f", "kafka-pom.xml"]
     assert words[words.index("-P") + 1] == "!broker"
     assert "-Dkafka.version=${KAFKA_VERSION}" in words and "-Doutput.dir=/opt/riverlog-connect/libs" in words
     assert words[-1] == "dependency:copy-dependencies"
+    # The JMX exporter's agent: the pom's artifactItems, copied apart from the class path to where
+    # the launcher looks by default.
+    assert shlex.split(agent) == ["mvn", "-B", "-q", "-f", "kafka-pom.xml", "-Doutput.dir=/opt/riverlog-connect/agent",
+                                  "dependency:copy"]
+
+
+def test_the_metrics_agent_is_pinned_and_copied_alone() -> None:
+    pom = ET.parse(POM).getroot()
+    version = pom.findtext(f"{MAVEN}properties/{MAVEN}jmx.exporter.version") or ""
+    assert re.fullmatch(r"\d+\.\d+\.\d+", version), version
+    (item,) = pom.findall(f".//{MAVEN}artifactItems/{MAVEN}artifactItem")
+    assert (item.findtext(f"{MAVEN}groupId"), item.findtext(f"{MAVEN}artifactId"), item.findtext(f"{MAVEN}version"),
+            item.findtext(f"{MAVEN}destFileName")) == ("io.prometheus.jmx", "jmx_prometheus_javaagent",
+                                                       "${jmx.exporter.version}", "jmx_prometheus_javaagent.jar")
+    # Not a dependency: copy-dependencies (the class path of brokers, tools and workers) leaves it out.
+    assert "jmx_prometheus_javaagent" not in _artifacts(pom)
+    for profile in pom.findall(f"{MAVEN}profiles/{MAVEN}profile"):
+        assert "jmx_prometheus_javaagent" not in _artifacts(profile)
 
 
 def _artifacts(parent: ET.Element) -> set[str]:
@@ -228,3 +249,25 @@ def test_the_launcher_runs_connect_distributed_with_the_jars_and_options(tmp_pat
     out = subprocess.run([str(LAUNCHER), "w.properties"], env=env, capture_output=True, text=True, check=True,
                          cwd=tmp_path).stdout.splitlines()
     assert out[0] == "-cp" and out[-1] == "w.properties"
+
+    # Metrics on: the agent, with its port and rules, before the class path. The image's default
+    # agent path and the operator's rules path, both present here.
+    home = tmp_path / "home"
+    (home / "agent").mkdir(parents=True)
+    (home / "agent" / "jmx_prometheus_javaagent.jar").write_bytes(b"")
+    rules = tmp_path / "rules dir" / connect_metrics.METRICS_CONFIG_FILE
+    rules.parent.mkdir()
+    rules.write_text(connect_metrics.exporter_config_text())
+    env.update({"RIVERLOG_CONNECT_HOME": str(home), connect_metrics.METRICS_PORT_ENV: "9404",
+                connect_metrics.METRICS_CONFIG_ENV: str(rules)})
+    out = subprocess.run([str(LAUNCHER), "w.properties"], env=env, capture_output=True, text=True, check=True,
+                         cwd=tmp_path).stdout.splitlines()
+    assert out == [f"-javaagent:{home}/agent/jmx_prometheus_javaagent.jar=9404:{rules}", "-cp", f"{home}/libs/*",
+                   "org.apache.kafka.connect.cli.ConnectDistributed", "w.properties"]
+    # A missing agent or rules file stops the worker rather than running it unobserved.
+    rules.unlink()
+    proc = subprocess.run([str(LAUNCHER), "w.properties"], env=env, capture_output=True, text=True, check=False,
+                          cwd=tmp_path)
+    assert proc.returncode == 2 and str(rules) in proc.stderr and not proc.stdout
+    # The default rules path is where the operator mounts them (the ConfigMap's directory).
+    assert f"{connect_builder.CONFIG_DIR}/{connect_metrics.METRICS_CONFIG_FILE}" in LAUNCHER.read_text()

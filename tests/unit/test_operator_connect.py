@@ -30,6 +30,7 @@ from riverlog_operator.builders.connect import (
     selector_string,
     worker_properties,
 )
+from riverlog_operator.builders.connect_metrics import exporter_config_text
 from riverlog_operator.builders.statefulset import CONFIG_HASH_ANNOTATION
 from riverlog_operator.connect_model import ConnectSpec, KafkaEndpointSpec, SecretKeyRef
 from riverlog_operator.model import ClusterSpec
@@ -79,6 +80,7 @@ def test_spec_defaults_are_the_crds() -> None:
     assert full.config == {"a": "1", "b": "true"}  # properties spell booleans in lower case
     assert full.plugins[0].volume == {"image": {"reference": "example/jdbc:1"}}
     assert (full.replicas, full.image, full.exactly_once_source) == (3, "my/connect:1", True)
+    assert spec.metrics_enabled and not ConnectSpec.from_dict({"metrics": {"enabled": False}}).metrics_enabled
 
 
 # --- the endpoint -----------------------------------------------------------------------------
@@ -259,13 +261,20 @@ def test_config_hash_follows_the_properties_only() -> None:
     assert config_hash(base) != config_hash(changed)
     assert config_hash(base) == config_hash(rescaled)
     annotations = build_deployment(changed)["spec"]["template"]["metadata"]["annotations"]
-    assert annotations == {CONFIG_HASH_ANNOTATION: config_hash(changed)}
+    assert annotations == {CONFIG_HASH_ANNOTATION: config_hash(changed), **SCRAPE_ANNOTATIONS}
+    # The exporter's rules are in the ConfigMap too: metrics on or off is another revision.
+    assert config_hash(base) != config_hash(connect({"clusterRef": {"name": "secured"}, "metrics": {"enabled": False}}))
     # A new password or certificate (the handler hashes the Secrets) rolls the workers too.
     rotated = connect({"clusterRef": {"name": "secured"}}, credentials_version="v2")
     assert build_deployment(rotated)["spec"]["template"]["metadata"]["annotations"][CREDENTIALS_ANNOTATION] == "v2"
 
 
 # --- manifests --------------------------------------------------------------------------------
+
+
+SCRAPE_ANNOTATIONS = {"prometheus.io/scrape": "true", "prometheus.io/port": "9404", "prometheus.io/path": "/metrics"}
+METRICS_ENV = [{"name": "RIVERLOG_CONNECT_METRICS_PORT", "value": "9404"},
+               {"name": "RIVERLOG_CONNECT_METRICS_CONFIG", "value": "/etc/riverlog-connect/metrics.yaml"}]
 
 
 def meta(name: str) -> dict[str, Any]:
@@ -281,7 +290,8 @@ def test_every_manifest_in_apply_order() -> None:
         assert manifest["metadata"] == meta(manifest["metadata"]["name"])
     assert build_api_service(inputs)["spec"] == {
         "type": "ClusterIP", "selector": SELECTOR,
-        "ports": [{"name": "rest", "port": 8083, "targetPort": "rest", "protocol": "TCP"}]}
+        "ports": [{"name": "rest", "port": 8083, "targetPort": "rest", "protocol": "TCP"},
+                  {"name": "metrics", "port": 9404, "targetPort": "metrics", "protocol": "TCP"}]}
     assert build_pdb(inputs)["spec"] == {"maxUnavailable": 1, "selector": {"matchLabels": SELECTOR}}
     assert rest_url(REF) == "http://etl-connect-api.kafka.svc:8083"
     assert selector_string(REF) == ("app.kubernetes.io/component=connect,app.kubernetes.io/instance=etl,"
@@ -301,8 +311,9 @@ def test_the_deployment_runs_the_worker_as_a_non_root_user() -> None:
     assert container["image"] == "riverlog-connect:test"
     assert container["command"] == ["riverlog-connect", "/etc/riverlog-connect/connect-distributed.properties"]
     assert container["env"] == [{"name": "RIVERLOG_CONNECT_POD_IP",
-                                 "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}]
-    assert container["ports"] == [{"name": "rest", "containerPort": 8083, "protocol": "TCP"}]
+                                 "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}, *METRICS_ENV]
+    assert container["ports"] == [{"name": "rest", "containerPort": 8083, "protocol": "TCP"},
+                                  {"name": "metrics", "containerPort": 9404, "protocol": "TCP"}]
     assert container["readinessProbe"]["httpGet"] == {"path": "/health", "port": "rest"}
     assert container["livenessProbe"]["httpGet"] == {"path": "/", "port": "rest"}
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
@@ -313,6 +324,31 @@ def test_the_deployment_runs_the_worker_as_a_non_root_user() -> None:
     (container,) = custom["spec"]["template"]["spec"]["containers"]
     assert (container["image"], container["imagePullPolicy"], container["resources"]) == \
         ("my/connect:2", "Always", {"limits": {"memory": "2Gi"}})
+
+
+def test_metrics_are_on_unless_turned_off() -> None:
+    # On (the default): the exporter's rules beside the worker properties, the launcher told where
+    # they are and which port to serve, that port on the pods and the Service, scrape annotations.
+    on = connect({"clusterRef": {"name": "secured"}})
+    data = build_config_map(on)["data"]
+    assert sorted(data) == ["connect-distributed.properties", "metrics.yaml"]
+    assert data["metrics.yaml"] == exporter_config_text()
+    template = build_deployment(on)["spec"]["template"]
+    (container,) = template["spec"]["containers"]
+    assert container["env"][1:] == METRICS_ENV
+    # The rules file is in the ConfigMap's volume, where the launcher is told to look.
+    (config_mount,) = [m for m in container["volumeMounts"] if m["name"] == "config"]
+    assert METRICS_ENV[1]["value"] == f"{config_mount['mountPath']}/metrics.yaml"
+    assert template["metadata"]["annotations"].items() >= SCRAPE_ANNOTATIONS.items()
+    # Off: no agent (the launcher starts it only with the port variable), no port, no annotations.
+    off = connect({"clusterRef": {"name": "secured"}, "metrics": {"enabled": False}})
+    assert list(build_config_map(off)["data"]) == ["connect-distributed.properties"]
+    template = build_deployment(off)["spec"]["template"]
+    (container,) = template["spec"]["containers"]
+    assert [e["name"] for e in container["env"]] == ["RIVERLOG_CONNECT_POD_IP"]
+    assert [p["name"] for p in container["ports"]] == ["rest"]
+    assert not any(k.startswith("prometheus.io/") for k in template["metadata"]["annotations"])
+    assert [p["name"] for p in build_api_service(off)["spec"]["ports"]] == ["rest"]
 
 
 def test_credentials_are_mounted_key_by_key_beside_the_config() -> None:

@@ -146,7 +146,8 @@ def test_defaults_are_the_models() -> None:
     # The API server's defaults and the operator's give the same spec, from the shortest resources.
     connect = {"clusterRef": {"name": "secured"}}
     stored = apply_defaults(version_schema(CONNECT), {"spec": connect})["spec"]
-    assert stored == {"clusterRef": {"name": "secured"}, "replicas": 1, "exactlyOnceSource": False}
+    assert stored == {"clusterRef": {"name": "secured"}, "replicas": 1, "exactlyOnceSource": False,
+                      "metrics": {"enabled": True}}
     assert ConnectSpec.from_dict(stored) == ConnectSpec.from_dict(connect)
     secrets = {"bootstrapServers": "k:9093", "tls": {"trustedCASecret": {"name": "ca"}},
                "authentication": {"type": "scram-sha-512", "username": "u", "passwordSecret": {"name": "pw"}}}
@@ -166,7 +167,7 @@ def test_defaults_are_the_models() -> None:
     assert stored == {**mirror, "replicas": 1, "tasksMax": 1, "topics": ".*", "groups": ".*", "syncGroupOffsets": True,
                       "emitCheckpointsIntervalSeconds": 60, "syncGroupOffsetsIntervalSeconds": 60,
                       "refreshTopicsIntervalSeconds": 600, "refreshGroupsIntervalSeconds": 600,
-                      "replicationPolicy": "default", "exactlyOnce": False}
+                      "replicationPolicy": "default", "exactlyOnce": False, "metrics": {"enabled": True}}
     assert MirrorSpec.from_dict(stored) == MirrorSpec.from_dict(mirror)
 
 
@@ -250,12 +251,15 @@ def test_connectors_accepted_refused_and_their_transitions() -> None:
     assert check(CONNECTOR, resource("Connector", LINES)) == []
     assert check(CONNECTOR, resource("Connector", {**LINES, "class": "FileStreamSource", "tasksMax": 4,
                                                    "state": "stopped"})) == []
+    assert check(CONNECTOR, resource("Connector", {**LINES, "autoRestart": {"enabled": True, "maxRestarts": 5}})) == []
     refused = {
         "config may not set connector.class": {**LINES, "config": {"tasks.max": "2"}},
         "Unsupported value: 'sleeping'": {**LINES, "state": "sleeping"},
         ".spec.tasksMax: 0 out of bounds": {**LINES, "tasksMax": 0},
         ".spec.class: should match": {**LINES, "class": "not a class"},
         ".spec.connectRef: Required value": {"class": "X"},
+        ".spec.autoRestart.maxRestarts: -1 out of bounds": {**LINES, "autoRestart": {"enabled": True,
+                                                                                    "maxRestarts": -1}},
     }
     for needle, spec in refused.items():
         found = check(CONNECTOR, resource("Connector", spec))

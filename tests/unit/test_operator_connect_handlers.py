@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import datetime
 from collections.abc import Mapping
 from typing import Any, cast
 
@@ -25,7 +26,7 @@ from riverlog_operator.handlers.connect import (
     rest_url_of,
     worker_ref,
 )
-from riverlog_operator.handlers.connector import converge_connector, rest_problem
+from riverlog_operator.handlers.connector import converge_connector, rest_problem, restart_if_failed
 from riverlog_operator.handlers.mirror import connector_spec
 from riverlog_operator.kubeapi import KubeApi
 
@@ -121,6 +122,7 @@ class FakeRest:
     def __init__(self) -> None:
         self.configs: dict[str, dict[str, str]] = {}
         self.states: dict[str, str] = {}
+        self.task_states: dict[str, str] = {}  # a task's own state where it differs from the connector's
         self.calls: list[str] = []
 
     async def config(self, name: str) -> dict[str, str] | None:
@@ -131,7 +133,7 @@ class FakeRest:
             return None
         state = self.states[name]
         return {"name": name, "connector": {"state": state, "worker_id": "w:8083"},
-                "tasks": [{"id": 0, "state": state, "worker_id": "w:8083"}]}
+                "tasks": [{"id": 0, "state": self.task_states.get(name, state), "worker_id": "w:8083"}]}
 
     async def create(self, request: Mapping[str, Any]) -> None:
         self.calls.append(f"create {request['initial_state']}")
@@ -145,6 +147,12 @@ class FakeRest:
     async def act(self, name: str, action: str) -> None:
         self.calls.append(action)
         self.states[name] = {"pause": "PAUSED", "resume": "RUNNING", "stop": "STOPPED"}[action]
+
+    async def restart_failed(self, name: str) -> None:
+        # Kafka restarts the failed tasks; they come back RUNNING here at once.
+        self.calls.append("restart")
+        self.states[name] = "RUNNING"
+        self.task_states.pop(name, None)
 
 
 def test_converge_creates_updates_corrects_drift_and_changes_state() -> None:
@@ -171,6 +179,24 @@ def test_converge_creates_updates_corrects_drift_and_changes_state() -> None:
     _, drift = run(converge_connector(rest, "lines", spec(config={"topics": "t", "file": "/b"}), False))
     assert drift == [] and fake.calls[-1] == "put"  # nothing more to do
     assert len(fake.calls) == 4
+
+
+def test_a_failed_task_is_restarted_with_backoff_and_counted() -> None:
+    fake = FakeRest()
+    rest = cast(ConnectRest, fake)
+    spec = ConnectorSpec.from_dict({"connectRef": {"name": "etl"}, "class": FILE_SINK, "config": {"topics": "t"},
+                                    "autoRestart": {"enabled": True}})
+    run(converge_connector(rest, "lines", spec, True))
+    fake.task_states["lines"] = "FAILED"
+    t0 = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+    status, restarts = run(restart_if_failed(rest, "lines", spec, run(rest.status("lines")), None, t0))
+    assert fake.calls[-1] == "restart" and restarts == {"count": 1, "lastRestartTime": "2026-01-01T00:00:00Z"}
+    assert status["tasks"][0]["state"] == "RUNNING"  # the status read back after the restart
+    # Failed again a minute later: the next restart waits (2 minutes after the first).
+    fake.task_states["lines"] = "FAILED"
+    later = t0 + datetime.timedelta(minutes=1)
+    status, kept = run(restart_if_failed(rest, "lines", spec, run(rest.status("lines")), restarts, later))
+    assert fake.calls.count("restart") == 1 and kept == restarts and status["tasks"][0]["state"] == "FAILED"
 
 
 def test_rest_problems() -> None:

@@ -4,18 +4,23 @@ answers (shaped as Kafka 4.3's ``GET /connectors/<name>/status`` returns them)."
 
 from __future__ import annotations
 
+import datetime
 from typing import Any
 
 import pytest
+from riverlog.client.connect_rest import restart_path
 from riverlog_operator.connect_model import ConnectorSpec
 from riverlog_operator.connectors import (
     action_path,
+    auto_restart,
     config_drift,
     connector_config,
     connector_path,
     connector_ready,
     connector_status,
     create_request,
+    failed,
+    restart_delay_seconds,
     state_action,
 )
 
@@ -116,3 +121,69 @@ def test_ready_condition(state: str, status: dict[str, Any] | None, drift: list[
     assert (ready, reason) == expected and message
     if reason == "ConnectorFailed":
         assert message == "java.lang.IllegalStateException: no file"
+
+
+# --- auto restart -----------------------------------------------------------------------------
+
+T0 = datetime.datetime(2026, 1, 1, 12, 0, tzinfo=datetime.UTC)
+
+
+def at(minutes: float) -> datetime.datetime:
+    return T0 + datetime.timedelta(minutes=minutes)
+
+
+def stamp(minutes: float) -> str:
+    return at(minutes).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def test_failed_is_the_connector_or_a_task() -> None:
+    assert failed(rest_status("FAILED")) and failed(rest_status("RUNNING", "RUNNING", "FAILED"))
+    assert not failed(rest_status("RUNNING", "RUNNING")) and not failed(None)
+    assert not failed(rest_status("RESTARTING", "UNASSIGNED"))
+    # Only the failed tasks restart with the connector (KIP-745); the name is escaped.
+    assert restart_path("a b") == "/connectors/a%20b/restart?includeTasks=true&onlyFailed=true"
+
+
+def test_strimzis_backoff() -> None:
+    assert [restart_delay_seconds(n) // 60 for n in range(10)] == [0, 2, 6, 12, 20, 30, 42, 56, 60, 60]
+
+
+def test_auto_restart_only_when_asked_and_meant_to_run() -> None:
+    broken = rest_status("RUNNING", "FAILED")
+    assert auto_restart(spec(), broken, None, T0) == (False, None)
+    assert auto_restart(spec(state="paused", autoRestart={"enabled": True}), broken, None, T0) == (False, None)
+    # What was counted stays in the status while restarts are off.
+    counted = {"count": 2, "lastRestartTime": stamp(0)}
+    assert auto_restart(spec(), broken, counted, at(1)) == (False, counted)
+
+
+def test_auto_restart_backs_off_then_starts_counting_again() -> None:
+    on = spec(autoRestart={"enabled": True})
+    broken, healthy = rest_status("RUNNING", "FAILED"), rest_status("RUNNING", "RUNNING")
+    assert auto_restart(on, healthy, None, T0) == (False, None)
+    # The first restart at once.
+    restart, state = auto_restart(on, broken, None, T0)
+    assert restart and state == {"count": 1, "lastRestartTime": stamp(0)}
+    # Failed again: the second waits 2 minutes after the first, the third 6 after the second.
+    assert auto_restart(on, broken, state, at(1.5)) == (False, state)
+    restart, state = auto_restart(on, broken, state, at(2))
+    assert restart and state == {"count": 2, "lastRestartTime": stamp(2)}
+    assert not auto_restart(on, broken, state, at(7))[0]
+    restart, state = auto_restart(on, broken, state, at(8))
+    assert restart and state is not None and state["count"] == 3
+    # Healthy, but not yet for as long as the next wait (12 minutes): the count stays.
+    assert auto_restart(on, healthy, state, at(15)) == (False, state)
+    restart, reset = auto_restart(on, healthy, state, at(20))
+    assert not restart and reset == {"count": 0, "lastRestartTime": stamp(8)}
+    # A later failure is a first one again: restarted at once.
+    restart, state = auto_restart(on, broken, reset, at(21))
+    assert restart and state == {"count": 1, "lastRestartTime": stamp(21)}
+
+
+def test_auto_restart_stops_at_max_restarts() -> None:
+    limited = spec(autoRestart={"enabled": True, "maxRestarts": 2})
+    broken = rest_status("FAILED")
+    state = {"count": 2, "lastRestartTime": stamp(0)}
+    assert auto_restart(limited, broken, state, at(600)) == (False, state)
+    assert auto_restart(spec(autoRestart={"enabled": True, "maxRestarts": 0}), broken, None, T0) == (False, None)
+    assert auto_restart(limited, broken, {"count": 1, "lastRestartTime": stamp(0)}, at(2))[0]

@@ -149,6 +149,9 @@ def test_worker_config_reaches_the_workers_not_the_connectors() -> None:
 def test_the_workers_belong_to_the_target_and_mount_both_clusters_credentials() -> None:
     spec, source, target = mirror(replicas=2, image="my/connect:1", resources={"limits": {"memory": "2Gi"}})
     assert mirror_connect_spec(spec).endpoint == spec.target.endpoint
+    # Metrics on unless the Mirror turns them off (its workers' metrics carry MirrorMaker 2's lag).
+    assert mirror_connect_spec(spec).metrics_enabled
+    assert not mirror_connect_spec(mirror(metrics={"enabled": False})[0]).metrics_enabled
     inputs = mirror_worker_inputs(REF, spec, source, target, "riverlog-connect:test", credentials_version="abc")
     props = worker_properties(inputs)
     assert props["bootstrap.servers"] == "secured-bootstrap.kafka.svc:9095"

@@ -3,8 +3,10 @@ distributed mode, in a Deployment of the Connect image (the Dockerfile's ``conne
 
 Pure, like the Cluster builders: a ``ConnectInputs`` in (the resource's identity and spec, the
 Kafka endpoint resolved from a Cluster or ``bootstrapServers`` by ``resolve_endpoint``), the
-ConfigMap with ``connect-distributed.properties``, the REST API's Service, the Deployment and
-its PodDisruptionBudget out. A Mirror's own workers are built here too (``builders/mirror.py``).
+ConfigMap with ``connect-distributed.properties`` (and the JMX exporter's rules,
+``builders/connect_metrics.py``, unless ``spec.metrics.enabled`` is false), the REST API's
+Service (and the metrics port), the Deployment and its PodDisruptionBudget out. A Mirror's own
+workers are built here too (``builders/mirror.py``).
 
 Credentials never go into the ConfigMap. Each Kafka endpoint's Secrets are mounted under
 ``/etc/riverlog-connect-credentials/<endpoint>/`` (``user/password``, ``user/keystore.pem``,
@@ -28,13 +30,14 @@ from ..connect_model import (
     KafkaEndpointSpec,
     SecretKeyRef,
 )
-from ..model import AUTH_SCRAM, AUTH_TLS, MAX_VOTERS, ClusterSpec, ListenerSpec
+from ..model import AUTH_SCRAM, AUTH_TLS, MAX_VOTERS, METRICS_PORT, ClusterSpec, ListenerSpec
 from .common import (
     bootstrap_service_name,
     cluster_ca_cert_secret_name,
     hardened_container,
     restricted_pod_security,
 )
+from .connect_metrics import METRICS_CONFIG_ENV, METRICS_CONFIG_FILE, METRICS_PORT_ENV, exporter_config_text
 from .statefulset import CONFIG_HASH_ANNOTATION
 
 # Paths inside the Connect image (Dockerfile, stage ``connect``).
@@ -50,6 +53,8 @@ PASSWORD_FILE = "password"
 KEYSTORE_FILE = "keystore.pem"
 CA_FILE = "ca.crt"
 REST_PORT = 8083
+# The JMX exporter's /metrics in worker pods: model.METRICS_PORT, the brokers' metrics port, so one
+# convention (port name "metrics", 9404) scrapes both.
 # Each worker advertises its own pod IP to the others (they forward REST calls to the leader).
 POD_IP_ENV = "RIVERLOG_CONNECT_POD_IP"
 CREDENTIALS_ANNOTATION = "riverlog.dev/credentials-version"
@@ -368,9 +373,22 @@ def config_text(inputs: ConnectInputs) -> str:
                                                       f"{ref.namespace}/{ref.name}; edit the {ref.kind} instead.")
 
 
+def config_files(inputs: ConnectInputs) -> dict[str, str]:
+    """The ConfigMap's files: the worker properties, and the JMX exporter's rules when metrics
+    are on."""
+    files = {CONFIG_FILE: config_text(inputs)}
+    if inputs.spec.metrics_enabled:
+        files[METRICS_CONFIG_FILE] = exporter_config_text()
+    return files
+
+
 def config_hash(inputs: ConnectInputs) -> str:
-    """In the pod template: a config change makes a new revision, which the Deployment rolls."""
-    return hashlib.sha256(config_text(inputs).encode()).hexdigest()[:16]
+    """In the pod template: a config change (or new exporter rules) makes a new revision, which
+    the Deployment rolls."""
+    digest = hashlib.sha256()
+    for name, text in sorted(config_files(inputs).items()):
+        digest.update(f"{name}\0{text}\0".encode())
+    return digest.hexdigest()[:16]
 
 
 # --- manifests --------------------------------------------------------------------------------
@@ -378,16 +396,20 @@ def config_hash(inputs: ConnectInputs) -> str:
 
 def build_config_map(inputs: ConnectInputs) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata(inputs.ref, config_map_name(inputs.ref)),
-            "data": {CONFIG_FILE: config_text(inputs)}}
+            "data": config_files(inputs)}
 
 
 def build_api_service(inputs: ConnectInputs) -> dict[str, Any]:
+    ports = [{"name": "rest", "port": REST_PORT, "targetPort": "rest", "protocol": "TCP"}]
+    if inputs.spec.metrics_enabled:
+        # What the chart's ServiceMonitor scrapes: its endpoints are every worker pod, each scraped
+        # once (the brokers' headless Service has the same port name).
+        ports.append({"name": "metrics", "port": METRICS_PORT, "targetPort": "metrics", "protocol": "TCP"})
     return {
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": metadata(inputs.ref, api_service_name(inputs.ref)),
-        "spec": {"type": "ClusterIP", "selector": selector_labels(inputs.ref),
-                 "ports": [{"name": "rest", "port": REST_PORT, "targetPort": "rest", "protocol": "TCP"}]},
+        "spec": {"type": "ClusterIP", "selector": selector_labels(inputs.ref), "ports": ports},
     }
 
 
@@ -441,12 +463,19 @@ def _volumes_and_mounts(inputs: ConnectInputs) -> tuple[list[dict[str, Any]], li
 
 def _container(inputs: ConnectInputs, mounts: list[dict[str, Any]]) -> dict[str, Any]:
     spec = inputs.spec
+    env: list[dict[str, Any]] = [{"name": POD_IP_ENV, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}]
+    ports: list[dict[str, Any]] = [{"name": "rest", "containerPort": REST_PORT, "protocol": "TCP"}]
+    if spec.metrics_enabled:
+        # scripts/riverlog-connect starts the JMX exporter's agent on this port with these rules.
+        env += [{"name": METRICS_PORT_ENV, "value": str(METRICS_PORT)},
+                {"name": METRICS_CONFIG_ENV, "value": f"{CONFIG_DIR}/{METRICS_CONFIG_FILE}"}]
+        ports.append({"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"})
     container: dict[str, Any] = {
         "name": "connect",
         "image": inputs.image,
         "command": [LAUNCHER, f"{CONFIG_DIR}/{CONFIG_FILE}"],
-        "env": [{"name": POD_IP_ENV, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
-        "ports": [{"name": "rest", "containerPort": REST_PORT, "protocol": "TCP"}],
+        "env": env,
+        "ports": ports,
         "volumeMounts": mounts,
         # /health (Kafka 3.9+, KIP-1017) answers 200 once the worker has joined its group and its
         # herder runs: a rolling update waits for that, not just for the REST server.
@@ -468,6 +497,10 @@ def build_deployment(inputs: ConnectInputs) -> dict[str, Any]:
     annotations = {CONFIG_HASH_ANNOTATION: config_hash(inputs)}
     if inputs.credentials_version:
         annotations[CREDENTIALS_ANNOTATION] = inputs.credentials_version
+    if inputs.spec.metrics_enabled:
+        # As on broker pods (builders/statefulset.py), for Prometheus set up by annotations.
+        annotations.update({"prometheus.io/scrape": "true", "prometheus.io/port": str(METRICS_PORT),
+                            "prometheus.io/path": "/metrics"})
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",

@@ -41,11 +41,12 @@ TARGET_ENDPOINT = "target"
 
 def mirror_connect_spec(spec: MirrorSpec) -> ConnectSpec:
     """The Connect spec of a Mirror's workers: the target cluster's endpoint, the Mirror's
-    replicas, image, resources and ``workerConfig``, and exactly-once source support when the
-    Mirror is exactly once (``exactly.once.support=required`` needs it on every worker)."""
+    replicas, image, resources, metrics and ``workerConfig``, and exactly-once source support when
+    the Mirror is exactly once (``exactly.once.support=required`` needs it on every worker)."""
     return ConnectSpec(endpoint=spec.target.endpoint, replicas=spec.replicas, image=spec.image,
                        image_pull_policy=spec.image_pull_policy, resources=spec.resources,
-                       exactly_once_source=spec.exactly_once, config=dict(spec.worker_config))
+                       exactly_once_source=spec.exactly_once, metrics_enabled=spec.metrics_enabled,
+                       config=dict(spec.worker_config))
 
 
 def mirror_worker_inputs(ref: WorkerRef, spec: MirrorSpec, source: Endpoint, target: Endpoint, default_image: str,

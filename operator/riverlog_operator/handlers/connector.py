@@ -1,13 +1,15 @@
 """Reconcile a Connector (issue #19) through its Connect's REST API: create it in the spec's
 state, keep its config as the spec says (a difference without a spec change is drift: reported
-in ``status.drift`` and put back), pause, resume or stop it, and report its state and tasks;
-behind a finalizer, deleting the Connector deletes the connector from the workers. The
+in ``status.drift`` and put back), pause, resume or stop it, restart it when it or a task
+FAILED and ``spec.autoRestart`` says so (counted in ``status.autoRestart``), and report its state
+and tasks; behind a finalizer, deleting the Connector deletes the connector from the workers. The
 decisions are ``connectors.py``'s; this is the I/O around them, shared with the Mirror handler.
 """
 
 from __future__ import annotations
 
 import asyncio
+import datetime
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -16,6 +18,7 @@ from ..connect_model import ConnectorSpec
 from ..connect_rest import ConnectRest, ConnectRestError, ConnectUnreachable
 from ..connectors import (
     REST_STATES,
+    auto_restart,
     config_drift,
     connector_config,
     connector_ready,
@@ -81,6 +84,21 @@ async def converge_connector(rest: ConnectRest, name: str, spec: ConnectorSpec, 
     return rest_status, drift
 
 
+async def restart_if_failed(rest: ConnectRest, name: str, spec: ConnectorSpec, rest_status: dict[str, Any] | None,
+                            previous: Mapping[str, Any] | None, now: datetime.datetime
+                            ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """Restart the connector and its FAILED tasks when ``auto_restart`` says so. Returns its
+    REST status afterwards and ``status.autoRestart`` (None: nothing to write)."""
+    restart, restarts = auto_restart(spec, rest_status, previous, now)
+    if restart:
+        assert restarts is not None
+        log.warning("connector %s: FAILED; restarting it and its failed tasks (restart %d in a row)", name,
+                    restarts["count"])
+        await rest.restart_failed(name)
+        rest_status = await rest.status(name)
+    return rest_status, restarts
+
+
 def rest_problem(exc: Exception, url: str) -> tuple[str, str, bool]:
     """(reason, message, retry) for a REST failure."""
     if isinstance(exc, ConnectUnreachable):
@@ -118,6 +136,8 @@ async def reconcile_connector(api: KubeApi, body: Mapping[str, Any]) -> None:
     try:
         async with ConnectRest(url) as rest:
             rest_status, drift = await converge_connector(rest, name, spec, spec_changed)
+            rest_status, restarts = await restart_if_failed(rest, name, spec, rest_status, status.get("autoRestart"),
+                                                            datetime.datetime.now(datetime.UTC))
     except (ConnectUnreachable, ConnectRestError) as exc:
         reason, message, retry = rest_problem(exc, url)
         await write(False, reason, message)
@@ -127,7 +147,10 @@ async def reconcile_connector(api: KubeApi, body: Mapping[str, Any]) -> None:
     ok, reason, message = connector_ready(spec, rest_status)
     if drift:
         message += "; put back config changed outside the operator: " + ", ".join(drift)
-    await write(ok, reason, message, {"observedGeneration": generation, **connector_status(rest_status, drift)})
+    extra = {"observedGeneration": generation, **connector_status(rest_status, drift)}
+    if restarts is not None:
+        extra["autoRestart"] = restarts
+    await write(ok, reason, message, extra)
 
 
 async def delete_connector(api: KubeApi, body: Mapping[str, Any]) -> None:
