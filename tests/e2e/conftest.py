@@ -73,8 +73,8 @@ class ExistingCluster(KubeCluster):
 
 def connect_image_env() -> dict[str, str]:
     """What the Connect image (the Dockerfile's ``connect`` stage) would provide: Kafka's jars
-    (here the ones ``make java-deps`` cached), the JMX exporter's agent, and JVM options (a small heap, quick start-up on a
-    two-core machine rather than the image's share of a memory limit)."""
+    (here the ones ``make java-deps`` cached), the JMX exporter's agent, and JVM options (a small
+    heap, quick start-up on a two-core machine rather than the image's share of a memory limit)."""
     libs = kafka_dist.install()
     return {"RIVERLOG_CONNECT_HOME": str(libs.parent),
             "RIVERLOG_CONNECT_METRICS_AGENT": str(metrics_agent()),
