@@ -14,7 +14,7 @@ DATA ?= ./data
 HOST ?= 127.0.0.1
 ADVERTISED_HOST ?= localhost
 
-.PHONY: run run-secure test lint typecheck unit integration cluster k8s e2e spark deps system-deps java-deps k8s-deps spark-deps chart-crds clean bench fuzz txn-soak
+.PHONY: run run-secure test lint typecheck unit integration cluster k8s e2e spark deps system-deps java-deps avro-deps k8s-deps spark-deps chart-crds clean bench fuzz txn-soak
 
 # scripts/install.sh is also the Dockerfile's install step: the image installs what CI tested.
 $(STAMP): pyproject.toml scripts/install.sh
@@ -50,6 +50,12 @@ system-deps:
 java-deps: deps
 	$(BIN)/python bench/kafka_dist.py install >/dev/null
 
+# Apache Avro's Java library (Maven Central, cached in ${RIVERLOG_CACHE:-~/.cache/riverlog}/avro-<version>)
+# and tests/java_avro compiled against it: the unit tier checks the schema registry's Avro rules
+# against org.apache.avro in one JVM (tests/unit/test_sr_avro_compatibility.py). Needs the JDK.
+avro-deps: deps
+	$(BIN)/python tests/support/avro_java.py >/dev/null
+
 # kube-apiserver, kube-controller-manager, kubectl, helm and kind built from Go modules (minutes
 # when cold), cached in ${XDG_CACHE_HOME:-~/.cache}/riverlog/k8s/<version>/bin for the k8s tier.
 # Plus promtool, taken from Debian's prometheus package (checks the chart's alerts and dashboard).
@@ -74,10 +80,10 @@ lint: deps
 typecheck: deps
 	$(BIN)/mypy
 
-test: deps system-deps java-deps k8s-deps spark-deps lint typecheck
+test: deps system-deps java-deps avro-deps k8s-deps spark-deps lint typecheck
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-unit: deps system-deps
+unit: deps system-deps avro-deps
 	$(BIN)/python -m pytest -m unit $(PYTEST_ARGS)
 
 integration: deps system-deps java-deps

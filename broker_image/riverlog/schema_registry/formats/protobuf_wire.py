@@ -208,7 +208,7 @@ _LABEL_NUMBERS = {name: number for number, name in _LABELS.items()}
 
 
 def _model_options(options: dict[str, Any] | None) -> list[Any]:
-    from .protobuf import Ident, Option
+    from .protobuf_model import Ident, Option
     result = []
     for name, value in (options or {}).items():
         if name in OPTION_ENUMS:
@@ -225,7 +225,7 @@ def _json_name(name: str) -> str:
 
 def _model_field(data: dict[str, Any], syntax: str,
                  oneofs: list[str], nested: dict[str, dict[str, Any]]) -> Any:
-    from .protobuf import Field, Option
+    from .protobuf_model import Field, Option
     type_number = data.get("type", 0)
     type_name = data.get("type_name", "")
     label = _LABELS.get(data.get("label", 1))
@@ -237,7 +237,7 @@ def _model_field(data: dict[str, Any], syntax: str,
         elif type_number in _TYPES and _TYPES[type_number] not in ("string", "bytes"):
             default = float(default) if any(c in default for c in ".eEn") else int(default)
         elif type_number == _ENUM:
-            from .protobuf import Ident
+            from .protobuf_model import Ident
             default = Ident(default)
         options.insert(0, Option("default", default))
     if "json_name" in data and data["json_name"] != _json_name(data["name"]):
@@ -269,7 +269,7 @@ def _model_field(data: dict[str, Any], syntax: str,
 
 def decode_file_descriptor(path: str, text: str) -> Any:
     """The model of a base64 FileDescriptorProto, or None when ``text`` is not one."""
-    from .protobuf import Enum, EnumValue, Extend, Method, ProtoFile, Service
+    from .protobuf_model import Enum, EnumValue, Extend, Method, ProtoFile, Service
     compact = "".join(text.split())
     if not compact or len(compact) % 4:
         return None
@@ -324,7 +324,7 @@ def _extends_from_descriptor(fields: list[dict[str, Any]], syntax: str, extend_c
 
 
 def message_from_descriptor(data: dict[str, Any], syntax: str) -> Any:
-    from .protobuf import Enum, EnumValue, Extend, Message, OneOf
+    from .protobuf_model import Enum, EnumValue, Extend, Message, OneOf
     message = Message(data["name"], options=[o for o in _model_options(data.get("options"))])
     nested = {n["name"]: n for n in data.get("nested_type", [])}
     oneofs = [o["name"] for o in data.get("oneof_decl", [])]
