@@ -19,8 +19,9 @@ REPO = Path(__file__).resolve().parents[2]
 BENCH = REPO / "bench"
 
 # bench/ is a folder of scripts, not an installed package: the broker test harness
-# (tests/support), the broker package (broker_image) and bench/failover.py are reached by path,
-# the way bench/failover.py and bench/produce_consume.py already do it.
-for _extra in (REPO / "broker_image", REPO / "tests", BENCH):
+# (tests/support), the broker package (broker_image), the operator's pure builders (M1's
+# MirrorMaker 2 configs) and bench/failover.py are reached by path, the way bench/failover.py
+# and bench/produce_consume.py already do it.
+for _extra in (REPO / "broker_image", REPO / "operator", REPO / "tests", BENCH):
     if str(_extra) not in sys.path:
         sys.path.insert(0, str(_extra))

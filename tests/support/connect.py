@@ -70,12 +70,14 @@ class ConnectRest:
 
 
 class ConnectWorker:
-    """One distributed Connect worker; ``start``, ``kill`` (-9) and ``restart`` it."""
+    """One distributed Connect worker; ``start``, ``kill`` (-9) and ``restart`` it. ``heap`` is
+    its -Xmx: the tests' small default, or more where many tasks each buffer a producer's and a
+    consumer's batches (the benchmark's MirrorMaker 2)."""
 
     def __init__(self, libs: Path, workdir: Path, name: str, bootstrap: str, rest_port: int,
                  group_id: str = "riverlog-connect", replication_factor: int = 3,
-                 overrides: Mapping[str, object] | None = None) -> None:
-        self.libs, self.name, self.rest_port = libs, name, rest_port
+                 overrides: Mapping[str, object] | None = None, heap: str = "384m") -> None:
+        self.libs, self.name, self.rest_port, self.heap = libs, name, rest_port, heap
         self.dir = workdir / name
         self.dir.mkdir(parents=True, exist_ok=True)
         self.properties = self.dir / "worker.properties"
@@ -104,7 +106,7 @@ class ConnectWorker:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout: float = 120.0) -> ConnectWorker:
-        cmd = kafka_dist.java_command(self.libs, CONNECT_MAIN, [str(self.properties)], heap="384m",
+        cmd = kafka_dist.java_command(self.libs, CONNECT_MAIN, [str(self.properties)], heap=self.heap,
                                       log_level="info")
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=self.dir,
