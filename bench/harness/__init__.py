@@ -4,6 +4,7 @@ O16x4, O100x1, O100x4 (issue #15) against Riverlog and Apache Kafka.
 Modules: ``systems`` (start/stop either system with identical settings), ``clients`` (confluent-kafka
 load generators), ``perftools`` (Kafka's ProducerPerformance/ConsumerPerformance), ``latency`` (W4),
 ``omb`` (the OMB-style producer and consumer processes, fixed rate and maximum-rate search),
+``mirror`` (M1's MirrorMaker 2: connector configs, when the copy is done),
 ``resources`` (/proc sampling of the brokers' CPU and memory around every workload),
 ``metrics`` (metrics and goals), ``workloads`` (all of them), ``scale`` (sizes), ``runner``
 (alternating rounds), ``report`` (table, JSON, medians, ratios), ``machine`` and ``plot``.
