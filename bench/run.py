@@ -1,6 +1,6 @@
 """Side-by-side benchmark of Riverlog and Apache Kafka: workloads W1–W8 of issue #8, W9–W11 and
-the OMB-style O16x1, O16x4, O100x1, O100x4 of issue #15, and W12 (transactional producer) of
-issue #16.
+the OMB-style O16x1, O16x4, O100x1, O100x4 of issue #15, W12 (transactional producer) of
+issue #16, and M1, M1E (MirrorMaker 2 between two clusters of each system) of issue #19.
 
 Each workload runs against both systems with the same settings, alternating (R, K, R, K, ...)
 for several rounds; the table shows each system's median, the ratio Riverlog/Kafka and the goal.
@@ -10,6 +10,7 @@ The JSON keeps every run's values, the command line, the machine and the date.
     .venv/bin/python bench/run.py --workloads W1,W3 --rounds 2
     .venv/bin/python bench/run.py --workloads W9,W10,W11,O16x1,O16x4,O100x1,O100x4
     .venv/bin/python bench/run.py --workloads W12              # transactions, issue #16
+    .venv/bin/python bench/run.py --workloads M1,M1E           # MirrorMaker 2, issue #19
     .venv/bin/python bench/run.py --scale smoke --out /tmp/smoke.json --plot /tmp/smoke.png
     .venv/bin/python bench/run.py --set w3_bytes=500000000     # one size changed
 """

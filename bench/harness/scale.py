@@ -1,5 +1,5 @@
-"""Workload sizes: ``full`` is the benchmark of issues #8, #15 and #16 (W12), ``smoke`` a tiny run that only
-proves the harness works end to end (its numbers mean nothing)."""
+"""Workload sizes: ``full`` is the benchmark of issues #8, #15, #16 (W12) and #19 (M1, M1E),
+``smoke`` a tiny run that only proves the harness works end to end (its numbers mean nothing)."""
 
 from __future__ import annotations
 
@@ -40,6 +40,11 @@ class Scale:
     omb_search_factor: float  # each step offers this much more until one falls short
     omb_search_steps: int  # at most this many steps (the ramp and the bisection after it)
     omb_latency_limit_ms: float  # a step whose end-to-end p99 exceeds this has not kept up
+    # M1 and M1E (issue #19): MirrorMaker 2 copies a topic of this many records of record_bytes,
+    # filled before the mirror starts, with this many tasks.
+    m1_records: int
+    m1_partitions: int
+    m1_tasks: int
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -59,6 +64,9 @@ FULL = Scale(
     w12_transactions=3_000, w12_records_per_txn=100,
     omb_rate_mb=10.0, omb_seconds=20.0, omb_step_s=5.0,
     omb_search_start_mb=20.0, omb_search_factor=1.5, omb_search_steps=8, omb_latency_limit_ms=1000.0,
+    # 1 GB: about half a minute of copying at the rates MirrorMaker 2 reached on this machine,
+    # long enough that the connector's own start (topic creation, task start) is a small part.
+    m1_records=1_000_000, m1_partitions=8, m1_tasks=8,
 )
 
 SMOKE = Scale(
@@ -77,6 +85,7 @@ SMOKE = Scale(
     w12_transactions=20, w12_records_per_txn=100,
     omb_rate_mb=1.0, omb_seconds=1.0, omb_step_s=0.5,
     omb_search_start_mb=1.0, omb_search_factor=2.0, omb_search_steps=2, omb_latency_limit_ms=1000.0,
+    m1_records=2_000, m1_partitions=8, m1_tasks=2,
 )
 
 SCALES = {"full": FULL, "smoke": SMOKE}

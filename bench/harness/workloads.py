@@ -1,5 +1,5 @@
 """W1–W8 of issue #8, W9–W11 and the OMB-style O16x1, O16x4, O100x1, O100x4 of issue #15, W12 of
-issue #16 (transactions). Each
+issue #16 (transactions), M1 and M1E of issue #19 (MirrorMaker 2). Each
 workload runs one measurement against one system and returns its values; the runner alternates
 systems and repeats rounds. A workload may prepare state once per system (W7's 10 GB log) that
 its rounds then reuse.
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness import clients, latency, omb, perftools, resources, systems, txn
+from harness import clients, latency, mirror, omb, perftools, resources, systems, txn
 from harness import secure as secure_harness
 from harness.metrics import AT_LEAST_KAFKA, HALF_KAFKA_CPU, Goal, Metric, perf_cpu_metric, resource_metrics
 from harness.scale import Scale
@@ -401,6 +401,76 @@ class Omb(Workload):
         return {**fixed, **searched, **meter.values(moved, fixed_cpu)}
 
 
+class M1(Workload):
+    """MirrorMaker 2 throughput (issue #19, acceptance 5): two clusters of the same system, one
+    broker each; the source's topic filled first, then MirrorMaker 2's connectors on a Connect
+    worker of the target (``harness/mirror.py``). Measured from the source connector's start
+    until the target holds every record; the worker's start-up is before that and reported on
+    its own. M1E: the same with exactly-once (the worker's ``exactly.once.source.support`` and
+    the connector's ``exactly.once.support=required``)."""
+
+    WAIT_S = 900.0  # a stalled copy fails the run instead of holding the rest of the benchmark
+
+    def __init__(self, exactly_once: bool = False) -> None:
+        title = "MirrorMaker 2: copy a filled topic (8 partitions), 1 KiB records, 1 broker -> 1 broker, same system"
+        super().__init__("M1E" if exactly_once else "M1", f"{title}, exactly-once" if exactly_once else title, [
+            Metric("records_s", "records/s mirrored", "records/s", True),
+            Metric("mb_s", "MB/s mirrored", "MB/s", True),
+            Metric("copy_records_s", "records/s, the copy alone", "records/s", True),
+            Metric("first_record_s", "connector start -> first record", "s", False),
+            Metric("worker_start_s", "Connect worker start-up", "s", False),
+            Metric("worker_cpu_s_per_gb", "Connect worker CPU per GB", "s/GB", False),
+            Metric("worker_rss_peak_mib", "Connect worker RSS, peak", "MiB", False),
+            *resource_metrics(),
+        ])
+        self.exactly_once = exactly_once
+
+    def run(self, system: str, workdir: Path, scale: Scale, state: Any) -> Values:
+        from support.brokers import free_ports
+        from support.clients import wait_until
+        from support.connect import ConnectWorker
+
+        n, size, partitions = scale.m1_records, scale.record_bytes, scale.m1_partitions
+        txn_state = mirror.SINGLE_BROKER_TXN
+        with systems.single_broker(system, workdir / "source", txn_state) as source, \
+                systems.single_broker(system, workdir / "target", txn_state) as target:
+            clients.create_topics(source.bootstrap, {TOPIC: partitions})
+            clients.produce(source.bootstrap, TOPIC, n, size, linger_ms=5, acks="1")
+            (port,) = free_ports(1)
+            worker = ConnectWorker(systems.kafka_libs(), workdir, "mirror-worker", target.bootstrap, port,
+                                   group_id=mirror.WORKER_GROUP, replication_factor=1,
+                                   overrides=mirror.worker_overrides(self.exactly_once), heap=mirror.WORKER_HEAP)
+            try:
+                started = time.monotonic()
+                worker.start(timeout=300)
+                worker_start = time.monotonic() - started
+                configs = mirror.connector_configs(source.bootstrap, target.bootstrap, TOPIC, scale.m1_tasks,
+                                                   self.exactly_once)
+                source_config = configs.pop(mirror.SOURCE_CONNECTOR)
+                # Checkpoint and heartbeat first, running before the phase: they copy no
+                # records, and their start (topics, tasks) is not the source's.
+                for name, config in configs.items():
+                    worker.rest.put_connector(name, config)
+                wait_until(lambda: all(worker.rest.running(name, None) for name in configs), timeout=300,
+                           interval=0.5, message="checkpoint and heartbeat connectors running")
+
+                def worker_pid() -> list[int | None]:
+                    return [worker.proc.pid if worker.proc is not None else None]
+
+                with mirror.progress_probe(target.bootstrap, TOPIC, partitions, self.exactly_once) as copied, \
+                        _meter(source, target) as meter, resources.Meter(worker_pid) as worker_meter:
+                    start = time.monotonic()
+                    worker.rest.put_connector(mirror.SOURCE_CONNECTOR, source_config)
+                    progress = mirror.wait_for_copy(copied, n, start, self.WAIT_S,
+                                                    describe=lambda: worker.log_tail(40))
+            finally:
+                worker.kill()
+        worker_rss = worker_meter.rss_values()["rss_peak_mib"]
+        return {**mirror.rates(n, size, progress), "worker_start_s": worker_start,
+                "worker_cpu_s_per_gb": resources.per_gb(worker_meter.cpu_seconds(), n * size),
+                "worker_rss_peak_mib": worker_rss, **meter.values(n * size)}
+
+
 CATCH_UP = "consume catch-up, 1 KiB records, 1 broker"
 W3 = CatchUp("W3", f"{CATCH_UP}, 8 partitions", lambda s: (PARTITIONS, s.w3_bytes))
 W3S = CatchUp("W3S", f"{CATCH_UP}, 8 partitions, over SASL_SSL", lambda s: (PARTITIONS, s.w3_bytes), secure=True)
@@ -410,5 +480,6 @@ W10 = CatchUp("W10", f"{CATCH_UP}, many partitions (1,000 at full scale)", lambd
 OMB = [Omb(16, 1), Omb(16, 4), Omb(100, 1), Omb(100, 4)]
 
 WORKLOADS: dict[str, Workload] = {
-    w.key: w for w in (W1(), W1(secure=True), W2(), W3, W3S, W4(), W5(), W6(), W7(), W8(), W9, W10, W11(), W12(), *OMB)
+    w.key: w for w in (W1(), W1(secure=True), W2(), W3, W3S, W4(), W5(), W6(), W7(), W8(), W9, W10, W11(), W12(), *OMB,
+                       M1(), M1(exactly_once=True))
 }

@@ -115,12 +115,16 @@ class ConnectRest:
 
 
 class ConnectWorker:
-    """One distributed Connect worker; ``start``, ``kill`` (-9) and ``restart`` it."""
+    """One distributed Connect worker; ``start``, ``kill`` (-9) and ``restart`` it. ``heap`` is
+    its -Xmx: the tests' small default, or more where many tasks each buffer a producer's and a
+    consumer's batches (the benchmark's MirrorMaker 2)."""
 
     def __init__(self, libs: Path, workdir: Path, name: str, bootstrap: str, rest_port: int,
                  group_id: str = "riverlog-connect", replication_factor: int = 3,
-                 overrides: Mapping[str, object] | None = None, metrics_port: int | None = None) -> None:
+                 overrides: Mapping[str, object] | None = None, metrics_port: int | None = None,
+                 heap: str = "384m") -> None:
         self.libs, self.name, self.rest_port, self.metrics_port = libs, name, rest_port, metrics_port
+        self.heap = heap
         self.dir = workdir / name
         self.dir.mkdir(parents=True, exist_ok=True)
         self.properties = self.dir / "worker.properties"
@@ -159,7 +163,7 @@ class ConnectWorker:
         """The launcher's settings: the JVM options kafka_dist gives its Java programs, the jars'
         directory, and with a metrics port the agent and the operator's rules."""
         assert self.libs.name == "libs", f"the launcher wants <home>/libs, not {self.libs}"
-        cmd = kafka_dist.java_command(self.libs, CONNECT_MAIN, heap="384m", log_level="info")
+        cmd = kafka_dist.java_command(self.libs, CONNECT_MAIN, heap=self.heap, log_level="info")
         java = Path(cmd[0])
         env = {**os.environ, "PATH": f"{java.parent}{os.pathsep}{os.environ.get('PATH', '')}",
                "RIVERLOG_CONNECT_HOME": str(self.libs.parent),
