@@ -81,7 +81,7 @@ typecheck: deps
 	$(BIN)/mypy
 
 test: deps system-deps java-deps avro-deps k8s-deps spark-deps lint typecheck
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest --durations=40 $(PYTEST_ARGS)
 
 unit: deps system-deps avro-deps
 	$(BIN)/python -m pytest -m unit $(PYTEST_ARGS)
