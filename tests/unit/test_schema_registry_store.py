@@ -1,0 +1,134 @@
+"""The registry's store: Confluent's ``_schemas`` records applied in order, and what they leave."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from riverlog.schema_registry import records as rec
+from riverlog.schema_registry.records import Reference, SchemaValue
+from riverlog.schema_registry.store import Store, StoredSchema
+
+pytestmark = pytest.mark.unit
+
+A = '{"type":"string"}'
+B = '{"type":"int"}'
+
+
+def value(subject: str, version: int, schema_id: int, schema: str = A, **kw: object) -> SchemaValue:
+    return SchemaValue(subject, version, schema_id, str(kw.pop("schema_type", "AVRO")), schema, **kw)  # type: ignore[arg-type]
+
+
+def replay(*records: rec.Record) -> Store:
+    store = Store()
+    for offset, (key, val) in enumerate(records):
+        store.apply(key, val, offset)
+    return store
+
+
+def test_confluents_key_and_value_formats_exactly() -> None:
+    key, val = rec.schema_record(value("orders-value", 2, 7, B))
+    assert json.loads(key) == {"keytype": "SCHEMA", "subject": "orders-value", "version": 2, "magic": 1}
+    assert json.loads(val or b"") == {"subject": "orders-value", "version": 2, "id": 7, "schema": B,
+                                      "deleted": False}
+    proto = SchemaValue("p", 1, 3, "PROTOBUF", "syntax = \"proto3\";", (Reference("dep.proto", "dep", 1),))
+    assert json.loads(rec.schema_record(proto)[1] or b"") == {
+        "subject": "p", "version": 1, "id": 3, "schemaType": "PROTOBUF",
+        "references": [{"name": "dep.proto", "subject": "dep", "version": 1}],
+        "schema": "syntax = \"proto3\";", "deleted": False}
+    assert json.loads(rec.config_record(None, "FULL")[0]) == {"keytype": "CONFIG", "subject": None, "magic": 0}
+    assert json.loads(rec.config_record("s", "FULL")[1] or b"") == {"compatibilityLevel": "FULL"}
+    assert json.loads(rec.mode_record("s", "IMPORT")[1] or b"") == {"mode": "IMPORT"}
+    assert json.loads(rec.delete_subject_record("s", 3)[0]) == {"keytype": "DELETE_SUBJECT", "subject": "s",
+                                                                "magic": 0}
+    assert json.loads(rec.delete_subject_record("s", 3)[1] or b"") == {"subject": "s", "version": 3}
+    assert json.loads(rec.noop_record(5)[0]) == {"keytype": "NOOP", "magic": 0}
+
+
+def test_reads_records_as_confluents_registry_writes_them() -> None:
+    # Written by hand as Confluent's Jackson serializer lays them out (extra fields included).
+    store = replay(
+        (b'{"keytype":"SCHEMA","subject":"t-value","version":1,"magic":1}',
+         b'{"subject":"t-value","version":1,"id":1,"schema":"\\"string\\"","deleted":false,"md5":"x"}'),
+        (b'{"keytype":"CONFIG","subject":null,"magic":0}', b'{"compatibilityLevel":"FULL","alias":null}'),
+        (b'{"keytype":"NOOP","magic":0}', None),
+    )
+    assert store.subjects() == ["t-value"]
+    assert store.schema(1) == StoredSchema("AVRO", '"string"')
+    assert store.config(None) == "FULL"
+    assert store.offset == 2
+
+
+def test_one_id_per_distinct_schema_shared_across_subjects() -> None:
+    store = replay(rec.schema_record(value("a", 1, 1, A)), rec.schema_record(value("b", 1, 1, A)),
+                   rec.schema_record(value("b", 2, 2, B)))
+    assert store.id_of(StoredSchema("AVRO", A)) == 1
+    assert store.id_of(StoredSchema("AVRO", B)) == 2
+    assert [(h.subject, h.version) for h in store.holders(1)] == [("a", 1), ("b", 1)]
+    assert store.max_id == 2
+    # The same text of another type, or with other references, is another schema.
+    assert store.id_of(StoredSchema("JSON", A)) is None
+
+
+def test_soft_delete_keeps_versions_until_hard_delete() -> None:
+    store = replay(rec.schema_record(value("s", 1, 1, A)), rec.schema_record(value("s", 2, 2, B)),
+                   rec.schema_record(SchemaValue("s", 1, 1, "AVRO", A, deleted=True)))
+    assert [v.version for v in store.versions("s")] == [2]
+    assert [v.version for v in store.versions("s", deleted=True)] == [1, 2]
+    assert store.schema(1) is not None  # a soft-deleted version's id still resolves
+    store.apply(*rec.delete_subject_record("s", 2))
+    assert store.subjects() == [] and store.subjects(deleted=True) == ["s"]
+    assert not store.has_subject("s") and store.has_subject("s", deleted=True)
+    assert store.latest_version_number("s") == 2  # numbers stay taken while soft-deleted
+    store.apply(*rec.schema_tombstone("s", 1))
+    assert store.schema(1) is None and store.schema(2) is not None
+    store.apply(*rec.clear_subject_record("s"))
+    assert store.subjects(deleted=True) == [] and store.schema(2) is None
+    assert store.max_id == 2  # ids are not given back
+
+
+def test_hard_deleted_ids_stay_used_through_the_noop_high_water_mark() -> None:
+    # After compaction only the NOOP (one key, its last value) remembers id 9 was issued.
+    store = replay(rec.schema_record(value("s", 1, 4, A)), rec.noop_record(9))
+    assert store.max_id == 9
+    store.apply(*rec.noop_record(3))
+    assert store.max_id == 9
+
+
+def test_shared_id_survives_hard_delete_of_one_holder() -> None:
+    store = replay(rec.schema_record(value("a", 1, 1, A)), rec.schema_record(value("b", 1, 1, A)),
+                   rec.schema_tombstone("a", 1))
+    assert store.schema(1) == StoredSchema("AVRO", A)
+    assert store.id_of(StoredSchema("AVRO", A)) == 1
+
+
+def test_config_and_mode_global_and_per_subject_with_deletes() -> None:
+    store = replay(rec.config_record(None, "NONE"), rec.config_record("s", "FULL_TRANSITIVE"),
+                   rec.mode_record(None, "READONLY"), rec.mode_record("s", "IMPORT"))
+    assert (store.config(None), store.config("s"), store.config("t")) == ("NONE", "FULL_TRANSITIVE", None)
+    assert (store.mode(None), store.mode("s")) == ("READONLY", "IMPORT")
+    store.apply(*rec.config_record("s", None))
+    store.apply(*rec.mode_record(None, None))
+    assert store.config("s") is None and store.mode(None) is None and store.mode("s") == "IMPORT"
+
+
+def test_references_and_referenced_by() -> None:
+    ref = (Reference("com.acme.Money", "money", 1),)
+    store = replay(rec.schema_record(value("money", 1, 1, A)),
+                   rec.schema_record(value("order", 1, 2, B, references=ref)))
+    assert store.referenced_by("money", 1) == [2]
+    assert store.schema(2) == StoredSchema("AVRO", B, ref)
+    assert store.id_of(StoredSchema("AVRO", B)) is None
+
+
+@pytest.mark.parametrize("key,val", [
+    (b"not json", b"{}"),
+    (b'{"keytype":"SOMETHING_NEW","magic":0}', b"{}"),
+    (b'{"keytype":"SCHEMA","subject":"s","version":1,"magic":1}', b'{"subject":"s"}'),
+    (b'{"keytype":"SCHEMA","subject":"s","version":1,"magic":1}', b'{"subject":"t","version":1,"id":1,"schema":"x"}'),
+    (None, b"{}"),
+])
+def test_records_not_understood_are_skipped_not_fatal(key: bytes | None, val: bytes) -> None:
+    store = replay((key or b"", val) if key is not None else (b"", val), rec.schema_record(value("s", 1, 1)))
+    assert store.skipped == 1
+    assert store.subjects() == ["s"]
