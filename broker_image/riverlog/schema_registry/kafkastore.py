@@ -16,7 +16,7 @@ import time
 from collections.abc import Sequence
 
 from ..client import EARLIEST, LATEST, AdminClient, BrokerError, ClientError, Consumer, Producer
-from ..protocol.errors import ErrorCode
+from ..protocol.errors import ErrorCode, KafkaError
 from ..security.client_config import ClientSecurity
 from . import errors
 from .records import Record, noop_record
@@ -58,11 +58,21 @@ class KafkaLog:
 
     async def start(self, *, timeout: float = 60.0) -> None:
         """Create the topic if needed, then read it to its current end before returning."""
+        deadline = time.monotonic() + timeout
         await self._ensure_topic(timeout)
         self._consumer = Consumer(self.bootstrap, client_id=self.client_id, security=self.security,
                                   max_wait_ms=200)
-        await self._consumer.assign(self.topic, [0], start=EARLIEST)
-        end = await self._end_offset()
+        while True:
+            # A topic just created may have no leader for a moment: wait for one.
+            try:
+                await self._consumer.assign(self.topic, [0], start=EARLIEST)
+                end = await self._end_offset()
+                break
+            except (ClientError, KafkaError, OSError) as exc:
+                if time.monotonic() > deadline:
+                    raise
+                log.info("schema registry: %s not readable yet: %s", self.topic, exc)
+                await asyncio.sleep(0.3)
         self._reader = asyncio.get_running_loop().create_task(self._read_forever())
         if not await self.wait_for_offset(end - 1, timeout):
             raise errors.store_timeout(f"reading {self.topic} to offset {end} took longer than {timeout:.0f}s")
@@ -154,7 +164,7 @@ class KafkaLog:
         try:
             futures = [await self._producer.send(self.topic, value, key, partition=0) for key, value in records]
             last = max([(await future).offset for future in futures])
-        except (ClientError, OSError) as exc:
+        except (ClientError, KafkaError, OSError) as exc:
             raise errors.store_error(f"writing to {self.topic}: {exc}") from None
         if not await self.wait_for_offset(last, WRITE_TIMEOUT):
             raise errors.store_timeout(f"the write at offset {last} of {self.topic} was not read back "
