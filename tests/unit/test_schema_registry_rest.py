@@ -403,3 +403,19 @@ def test_handler_table_has_every_endpoint() -> None:
                          ("DELETE", "/config/{subject}"), ("PUT", "/mode/{subject}")]:
         assert (method, path) in paths
     assert isinstance(app, web.Application)
+
+
+def test_a_format_module_missing_is_an_api_error() -> None:
+    api = make_api()
+
+    def missing(schema_type: str, text: str, refs: object) -> Any:
+        raise ModuleNotFoundError("No module named 'riverlog.schema_registry.formats.avro'",
+                                  name="riverlog.schema_registry.formats.avro")
+
+    api.registry.parser = missing  # type: ignore[assignment]
+
+    async def scenario(c: TestClient) -> None:
+        status, body = await call(c, "POST", "/subjects/s/versions", {"schema": USER_V1})
+        assert (status, body["error_code"]) == (422, 42201) and "not available" in body["message"]
+
+    run(scenario, api)

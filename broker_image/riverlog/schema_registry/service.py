@@ -8,6 +8,7 @@ once the store has applied them: a write's answer always reflects the topic, nev
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -27,6 +28,8 @@ from .records import (
     schema_tombstone,
 )
 from .store import Store, StoredSchema
+
+log = logging.getLogger(__name__)
 
 SchemaParser = Callable[[str, str, References], ParsedSchema]
 
@@ -133,10 +136,16 @@ class Registry:
         return target
 
     def parse(self, schema_type: str, text: str, references: Sequence[Reference]) -> ParsedSchema:
+        resolved = self._resolve(references)
         try:
-            return self.parser(schema_type, text, self._resolve(references))
+            return self.parser(schema_type, text, resolved)
         except SchemaError as exc:
             raise errors.invalid_schema(str(exc)) from None
+        except ImportError:
+            # A build without this format's module (or its parsing library): the client's
+            # schema is not at fault, but the answer must still be an API error, not a crash.
+            log.exception("the %s format is not available", schema_type)
+            raise errors.invalid_schema(f"schema type {schema_type} is not available in this registry") from None
 
     def _parsed_stored(self, stored: StoredSchema) -> ParsedSchema:
         """A registered schema, parsed (cached: compatibility checks parse every earlier version)."""
