@@ -9,13 +9,15 @@ in the tree, and with the tests' stand-in format until then (``support/sr_toy_fo
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from confluent_kafka.schema_registry import Schema, SchemaReference, SchemaRegistryClient
 from confluent_kafka.schema_registry.error import SchemaRegistryError
-from support.brokers import BrokerProcess
+from support.brokers import BrokerProcess, riverlog_env
 from support.sr_registry import RegistryProcess, http
 
 pytestmark = pytest.mark.integration
@@ -186,3 +188,32 @@ def test_metadata_and_metrics(registry: RegistryProcess) -> None:
     status, text = http(registry.url, "GET", "/metrics")
     assert status == 200 and "riverlog_schema_registry_writer 1.0" in text
     assert "riverlog_schema_registry_requests_total" in text
+
+
+def riverlog(registry: RegistryProcess, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "riverlog", "schemas", "--url", registry.url, *args],
+                          capture_output=True, text=True, env=riverlog_env(), timeout=60)
+
+
+def test_cli_register_list_get_check_config(registry: RegistryProcess, tmp_path: Path) -> None:
+    schema_file = tmp_path / "cli.avsc"
+    schema_file.write_text(V1)
+    done = riverlog(registry, "register", "cli-value", "--file", str(schema_file))
+    assert done.returncode == 0 and "registered under cli-value: id " in done.stdout, done.stderr
+    schema_id = int(done.stdout.rsplit("id ", 1)[1])
+    listed = riverlog(registry, "list", "--prefix", "cli-")
+    assert listed.returncode == 0
+    assert listed.stdout.splitlines()[0].split() == ["SUBJECT", "LATEST", "VERSION", "ID", "TYPE"]
+    assert listed.stdout.splitlines()[1].split() == ["cli-value", "1", str(schema_id), "AVRO"]
+    got = riverlog(registry, "get", "cli-value")
+    assert got.returncode == 0 and f"id {schema_id}" in got.stdout
+    assert json.loads(got.stdout.split("\n", 1)[1]) == json.loads(V1)
+    assert riverlog(registry, "get", "--id", str(schema_id)).returncode == 0
+    ok = riverlog(registry, "check", "cli-value", "--schema", V2)
+    assert (ok.returncode, ok.stdout.strip()) == (0, "compatible with cli-value")
+    bad = riverlog(registry, "check", "cli-value", "--schema", V2_BREAKING)
+    assert bad.returncode == 1 and "NOT compatible" in bad.stdout and "note" in bad.stdout
+    config = riverlog(registry, "config", "cli-value", "--set", "full")
+    assert config.returncode == 0 and config.stdout.splitlines()[1].split() == ["cli-value", "FULL"]
+    missing = riverlog(registry, "get", "no-such-subject")
+    assert missing.returncode == 1 and "40401" in missing.stderr
