@@ -132,3 +132,24 @@ def test_records_not_understood_are_skipped_not_fatal(key: bytes | None, val: by
     store = replay((key or b"", val) if key is not None else (b"", val), rec.schema_record(value("s", 1, 1)))
     assert store.skipped == 1
     assert store.subjects() == ["s"]
+
+
+def test_records_of_a_superseded_writer_are_ignored() -> None:
+    a1 = rec.stamp(rec.schema_record(value("a", 1, 1, A)), 1)
+    store = replay(rec.noop_record(0, 1), a1)
+    assert store.writer_epoch == 1 and store.subjects() == ["a"]
+    # Writer 2 claims epoch 2; writer 1, paused through the election, resumes and writes id 2.
+    store.apply(*rec.noop_record(1, 2), 2)
+    store.apply(*rec.stamp(rec.schema_record(value("zombie", 1, 2, B)), 1), 3)
+    assert store.rejected[-1] == 3 and store.subjects() == ["a"] and store.schema(2) is None
+    store.apply(*rec.stamp(rec.schema_record(value("b", 1, 2, B)), 2), 4)
+    assert store.subjects() == ["a", "b"] and store.schema(2) == StoredSchema("AVRO", B)
+    # An epoch can be claimed once: a second claim of 2 (or a lower one) is ignored.
+    store.apply(*rec.noop_record(2, 2), 5)
+    assert (store.writer_epoch, store.writer_epoch_offset, store.rejected[-1]) == (2, 2, 5)
+    # Records without an epoch (a Confluent registry wrote them; tombstones) always apply.
+    store.apply(*rec.schema_record(value("c", 1, 3, '"x"')), 6)
+    store.apply(*rec.schema_tombstone("c", 1), 7)
+    assert store.subjects() == ["a", "b"] and store.max_id == 3
+    stamped = json.loads(rec.stamp(rec.config_record(None, "FULL"), 4)[1] or b"")
+    assert stamped == {"compatibilityLevel": "FULL", "writerEpoch": 4}

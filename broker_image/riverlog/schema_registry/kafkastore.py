@@ -19,7 +19,7 @@ from ..client import EARLIEST, LATEST, AdminClient, BrokerError, ClientError, Co
 from ..protocol.errors import ErrorCode, KafkaError
 from ..security.client_config import ClientSecurity
 from . import errors
-from .records import Record, noop_record
+from .records import Record, noop_record, stamp
 from .store import Store
 
 log = logging.getLogger(__name__)
@@ -53,6 +53,9 @@ class KafkaLog:
         self._consumer: Consumer | None = None
         self._producer: Producer | None = None
         self.cluster_id = ""
+        # The epoch this instance claimed as the writer (None: not the writer); every record it
+        # writes carries it, and readers ignore records of an epoch later claims superseded.
+        self.writer_epoch: int | None = None
 
     # --- start and stop ---------------------------------------------------------------------------
 
@@ -154,7 +157,17 @@ class KafkaLog:
     # --- writing ----------------------------------------------------------------------------------
 
     async def append(self, records: Sequence[Record]) -> None:
-        """Write ``records`` with acks=all and wait until the reader has applied them."""
+        """Write ``records`` with acks=all, stamped with our writer epoch, and wait until the
+        reader has applied them; a write a newer writer fenced off is an error, not a success."""
+        if self.writer_epoch is not None:
+            records = [stamp(record, self.writer_epoch) for record in records]
+        offsets = await self._produce(records)
+        if any(offset in self.store.rejected for offset in offsets):
+            self.writer_epoch = None
+            raise errors.store_error("this instance's write was fenced off: another instance has become the "
+                                     "writer; retry")
+
+    async def _produce(self, records: Sequence[Record]) -> list[int]:
         if self._producer is None:
             # Idle after a write: linger 0. One batch in flight keeps a retried write in order.
             self._producer = Producer(self.bootstrap, acks="all", linger_ms=0, max_in_flight=1,
@@ -163,13 +176,26 @@ class KafkaLog:
             await self._producer.start()
         try:
             futures = [await self._producer.send(self.topic, value, key, partition=0) for key, value in records]
-            last = max([(await future).offset for future in futures])
+            offsets = [(await future).offset for future in futures]
         except (ClientError, KafkaError, OSError) as exc:
             raise errors.store_error(f"writing to {self.topic}: {exc}") from None
-        if not await self.wait_for_offset(last, WRITE_TIMEOUT):
-            raise errors.store_timeout(f"the write at offset {last} of {self.topic} was not read back "
+        if not await self.wait_for_offset(max(offsets), WRITE_TIMEOUT):
+            raise errors.store_timeout(f"the write at offset {max(offsets)} of {self.topic} was not read back "
                                        f"within {WRITE_TIMEOUT:.0f}s")
+        return offsets
 
     async def catch_up_as_writer(self) -> None:
-        """Read to the true end of the topic: write a NOOP and wait to read it."""
-        await self.append([noop_record(self.store.max_id)])
+        """Claim the next writer epoch with a NOOP and read up to it: by then every record an
+        earlier writer got acknowledged is applied (so ``max_id + 1`` is a new id), and records
+        an earlier writer sends from now on are ignored by every reader."""
+        self.writer_epoch = None
+        epoch = self.store.writer_epoch + 1
+        (offset,) = await self._produce([noop_record(self.store.max_id, epoch)])
+        if (self.store.writer_epoch, self.store.writer_epoch_offset) != (epoch, offset):
+            # Another instance claimed this epoch first (two instances each thought they had won).
+            raise errors.store_error(f"writer epoch {epoch} was claimed by another instance")
+        self.writer_epoch = epoch
+
+    @property
+    def fenced(self) -> bool:
+        return self.writer_epoch is None

@@ -15,9 +15,13 @@ topic"). Keys (JSON objects, ``magic`` 1 for schema keys, 0 for the others):
 - ``{"keytype":"CLEAR_SUBJECT","subject":S,"magic":0}``: value ``{"subject":S}``: the subject's
   soft-deleted versions are gone (hard-deleted).
 - ``{"keytype":"NOOP","magic":0}``: written by a writer to find the end of the topic. Confluent
-  writes a null value; Riverlog writes ``{"maxId":N}``, the highest id issued so far, so that the
-  id high-water mark survives compaction of hard-deleted schemas' tombstones (a Confluent reader
-  ignores NOOP values).
+  writes a null value; Riverlog writes ``{"maxId":N,"writerEpoch":E}``: the highest id issued so
+  far, so that the id high-water mark survives compaction of hard-deleted schemas' tombstones, and
+  the epoch the new writer claims (a Confluent reader ignores NOOP values).
+
+Values a Riverlog writer writes also carry ``"writerEpoch"`` (Confluent ignores unknown fields):
+readers ignore a record stamped with an epoch below the latest claimed one, which fences a writer
+that was paused through an election and resumes writing (see store.py).
 """
 
 from __future__ import annotations
@@ -168,5 +172,34 @@ def clear_subject_record(subject: str) -> Record:
     return encode_key(Key("CLEAR_SUBJECT", subject)), encode({"subject": subject})
 
 
-def noop_record(max_id: int) -> Record:
-    return encode_key(Key("NOOP")), encode({"maxId": max_id})
+def noop_record(max_id: int, writer_epoch: int | None = None) -> Record:
+    body: dict[str, Any] = {"maxId": max_id}
+    if writer_epoch is not None:
+        body[WRITER_EPOCH] = writer_epoch
+    return encode_key(Key("NOOP")), encode(body)
+
+
+# Riverlog's fencing of superseded writers (store.py): an extra value field, which Confluent's
+# readers ignore as they ignore every unknown property.
+WRITER_EPOCH = "writerEpoch"
+
+
+def stamp(record: Record, writer_epoch: int) -> Record:
+    """``record`` with the writer's epoch in its value (tombstones have no value to carry it)."""
+    key, value = record
+    if value is None:
+        return record
+    body = json.loads(value)
+    body[WRITER_EPOCH] = writer_epoch
+    return key, encode(body)
+
+
+def writer_epoch_of(value: bytes | None) -> int | None:
+    if value is None:
+        return None
+    try:
+        body = json.loads(value)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    epoch = body.get(WRITER_EPOCH) if isinstance(body, dict) else None
+    return epoch if isinstance(epoch, int) and not isinstance(epoch, bool) else None

@@ -32,7 +32,8 @@ class ElectedRole:
         self.writing = False  # elected *and* caught up with the topic
 
     def is_writer(self) -> bool:
-        return self.writing
+        # Elected, and not fenced off since by a newer writer's epoch in the log.
+        return self.writing and not self.kafka_log.fenced
 
     def writer_url(self) -> str | None:
         return self.writer.url if self.writer is not None and not self.writing else None
@@ -82,9 +83,10 @@ class RegistryServer:
     async def _on_assignment(self, writer: Identity | None, is_me: bool) -> None:
         if not is_me:
             self.role.writing = False
+            self.kafka_log.writer_epoch = None
             self.role.writer = writer
             return
-        if self.role.writing:
+        if self.role.writing and not self.kafka_log.fenced:
             return
         # Elected: read to the true end of _schemas before handing out ids. Retried for as long as
         # the election keeps choosing us (a broker may be moving the partition's leadership).
@@ -100,8 +102,8 @@ class RegistryServer:
         self.role.writer = writer
         self.role.writing = True
         self.metrics.elections.inc()
-        log.info("schema registry: this instance (%s) is the writer; next id %d", self.identity.url,
-                 self.store.max_id + 1)
+        log.info("schema registry: this instance (%s) is the writer (epoch %s); next id %d", self.identity.url,
+                 self.kafka_log.writer_epoch, self.store.max_id + 1)
 
     async def run_until_signalled(self) -> None:
         from ..server.lifecycle import run_until_signalled

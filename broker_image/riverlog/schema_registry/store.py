@@ -9,9 +9,18 @@ sees its own writes only when they come back from the topic, like everyone else.
 from __future__ import annotations
 
 import logging
+from collections import deque
 from dataclasses import dataclass, replace
 
-from .records import RecordError, Reference, SchemaValue, decode_key, decode_schema_value, decode_value
+from .records import (
+    RecordError,
+    Reference,
+    SchemaValue,
+    decode_key,
+    decode_schema_value,
+    decode_value,
+    writer_epoch_of,
+)
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +48,10 @@ class Store:
         self.subject_mode: dict[str, str] = {}
         self.offset = -1  # of the last record applied
         self.skipped = 0  # records not understood (written by something else), skipped
+        # Writer fencing: the highest epoch a new writer has claimed (in a NOOP) and where.
+        self.writer_epoch = 0
+        self.writer_epoch_offset = -1
+        self.rejected: deque[int] = deque(maxlen=1024)  # offsets of records fenced off, latest last
 
     # --- applying records -----------------------------------------------------------------------
 
@@ -47,11 +60,30 @@ class Store:
         and skipped: one bad record must not stop an instance from serving."""
         if offset >= 0:
             self.offset = max(self.offset, offset)
+        if not self._admitted(key, value, offset):
+            self.rejected.append(offset)
+            log.warning("_schemas record at offset %d ignored: written by a writer superseded by epoch %d",
+                        offset, self.writer_epoch)
+            return
         try:
             self._apply(key, value)
         except RecordError as exc:
             self.skipped += 1
             log.warning("_schemas record at offset %d skipped: %s", offset, exc)
+
+    def _admitted(self, key: bytes | None, value: bytes | None, offset: int) -> bool:
+        """Fencing: a NOOP claiming an epoch must claim a higher one than any before; any other
+        stamped record must carry the current epoch or a later one. Unstamped records (Confluent's
+        registry wrote them, or a tombstone) are always applied."""
+        epoch = writer_epoch_of(value)
+        if epoch is None:
+            return True
+        if _is_noop(key):
+            if epoch <= self.writer_epoch:
+                return False
+            self.writer_epoch, self.writer_epoch_offset = epoch, offset
+            return True
+        return epoch >= self.writer_epoch
 
     def _apply(self, key_data: bytes | None, value: bytes | None) -> None:
         key = decode_key(key_data)
@@ -179,3 +211,10 @@ class Store:
 
     def mode(self, subject: str | None) -> str | None:
         return self.global_mode if subject is None else self.subject_mode.get(subject)
+
+
+def _is_noop(key: bytes | None) -> bool:
+    try:
+        return decode_key(key).keytype == "NOOP"
+    except RecordError:
+        return False
