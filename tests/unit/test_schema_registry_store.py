@@ -153,3 +153,36 @@ def test_records_of_a_superseded_writer_are_ignored() -> None:
     assert store.subjects() == ["a", "b"] and store.max_id == 3
     stamped = json.loads(rec.stamp(rec.config_record(None, "FULL"), 4)[1] or b"")
     assert stamped == {"compatibilityLevel": "FULL", "writerEpoch": 4}
+
+
+def compacted(records: list[rec.Record]) -> list[rec.Record]:
+    """What log compaction leaves: each key's last record, in log order."""
+    last = {key: offset for offset, (key, _) in enumerate(records)}
+    return [r for offset, r in enumerate(records) if last[r[0]] == offset]
+
+
+def test_fenced_records_stay_fenced_after_compaction_once_repaired() -> None:
+    log = [
+        rec.noop_record(0, 1),
+        rec.stamp(rec.schema_record(value("s", 1, 1, A)), 1),
+        rec.noop_record(1, 2),  # a new writer claims epoch 2
+        # The old writer, resumed with stale state, writes version 2 of s with id 2 ...
+        rec.stamp(rec.schema_record(value("s", 2, 2, B)), 1),
+        # ... and the new writer hands out id 2 elsewhere.
+        rec.stamp(rec.schema_record(value("t", 1, 2, '"t"')), 2),
+        rec.noop_record(2, 3),  # a later election: compaction drops the epoch-2 claim
+    ]
+    store = replay(*log)
+    assert [v.version for v in store.versions("s")] == [1]
+    assert list(store.unrepaired) == [log[3][0]]
+    # Unrepaired, compaction would bring the stale record back: id 2 twice.
+    assert replay(*compacted(log)).version("s", 2) is not None
+    repairs = store.repairs()
+    assert repairs == [(log[3][0], None)]  # s version 2 never existed: a tombstone
+    log += [rec.stamp(r, 3) for r in repairs]
+    again = replay(*log)
+    assert not again.unrepaired
+    after = replay(*compacted(log))
+    for state in (store, again, after):
+        assert [v.version for v in state.versions("s")] == [1]
+        assert state.holders(2) == [value("t", 1, 2, '"t"')]

@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ..client import EARLIEST, LATEST, AdminClient, BrokerError, ClientError, Consumer, Producer
 from ..protocol.errors import ErrorCode, KafkaError
@@ -56,6 +56,8 @@ class KafkaLog:
         # The epoch this instance claimed as the writer (None: not the writer); every record it
         # writes carries it, and readers ignore records of an epoch later claims superseded.
         self.writer_epoch: int | None = None
+        # Called (by the reader) when a fenced-off record needs rewriting and we are the writer.
+        self.on_repair_needed: Callable[[], None] | None = None
 
     # --- start and stop ---------------------------------------------------------------------------
 
@@ -139,6 +141,8 @@ class KafkaLog:
                 continue
             for record in records:
                 self.store.apply(record.key, record.value, record.offset)
+            if self.store.unrepaired and self.writer_epoch is not None and self.on_repair_needed is not None:
+                self.on_repair_needed()
             position = self._consumer.position(self.topic, 0)
             if position != self.position:
                 self.position = position

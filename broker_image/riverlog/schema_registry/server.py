@@ -58,6 +58,8 @@ class RegistryServer:
         self.election = WriterElection(settings.bootstrap, settings.group_id, self.identity, self._on_assignment,
                                        security=security)
         self._runner: web.AppRunner | None = None
+        self._repair: asyncio.Task[None] | None = None
+        self.kafka_log.on_repair_needed = self._schedule_repair
 
     async def start(self) -> None:
         started = time.monotonic()
@@ -75,6 +77,8 @@ class RegistryServer:
                  len(self.store.subjects()), self.store.schema_count())
 
     async def stop(self) -> None:
+        if self._repair is not None:
+            self._repair.cancel()
         await self.election.stop()
         if self._runner is not None:
             await self._runner.cleanup()
@@ -102,8 +106,21 @@ class RegistryServer:
         self.role.writer = writer
         self.role.writing = True
         self.metrics.elections.inc()
+        if self.store.unrepaired:
+            self._schedule_repair()
         log.info("schema registry: this instance (%s) is the writer (epoch %s); next id %d", self.identity.url,
                  self.kafka_log.writer_epoch, self.store.max_id + 1)
+
+    def _schedule_repair(self) -> None:
+        if self._repair is None or self._repair.done():
+            self._repair = asyncio.get_running_loop().create_task(self._run_repair())
+
+    async def _run_repair(self) -> None:
+        try:
+            await self.registry.repair()
+            log.info("schema registry: rewrote the keys a superseded writer wrote last")
+        except Exception as exc:
+            log.warning("schema registry: rewriting keys a superseded writer wrote failed: %s", exc)
 
     async def run_until_signalled(self) -> None:
         from ..server.lifecycle import run_until_signalled

@@ -272,6 +272,14 @@ class Registry:
     async def _write(self, records: Sequence[Record]) -> None:
         await self.log.append(records)
 
+    async def repair(self) -> None:
+        """Rewrite the keys whose last record a superseded writer wrote (see ``Store.repairs``),
+        under the write lock so that no write of the same key interleaves."""
+        async with self._write_lock:
+            records = self.store.repairs()
+            if records:
+                await self._write(records)
+
     async def register(self, subject: str, request: SchemaRequest, *, normalize: bool = False) -> SchemaValue:
         """POST /subjects/{subject}/versions: the version holding this schema (an existing one
         when the subject already has it)."""

@@ -52,6 +52,11 @@ class Store:
         self.writer_epoch = 0
         self.writer_epoch_offset = -1
         self.rejected: deque[int] = deque(maxlen=1024)  # offsets of records fenced off, latest last
+        # The compacted view: each key's last applied value. A fenced-off record that is the last
+        # of its key would survive compaction while what it hides would not, and a replay after
+        # compaction would apply it; the writer rewrites such keys (``repairs``) to close that.
+        self._last: dict[bytes, bytes | None] = {}
+        self.unrepaired: dict[bytes, int] = {}
 
     # --- applying records -----------------------------------------------------------------------
 
@@ -62,9 +67,14 @@ class Store:
             self.offset = max(self.offset, offset)
         if not self._admitted(key, value, offset):
             self.rejected.append(offset)
+            if key is not None and not _is_noop(key):  # a NOOP's only effect is the claim it lost
+                self.unrepaired[key] = offset
             log.warning("_schemas record at offset %d ignored: written by a writer superseded by epoch %d",
                         offset, self.writer_epoch)
             return
+        if key is not None:
+            self._last[key] = value
+            self.unrepaired.pop(key, None)
         try:
             self._apply(key, value)
         except RecordError as exc:
@@ -83,7 +93,17 @@ class Store:
                 return False
             self.writer_epoch, self.writer_epoch_offset = epoch, offset
             return True
-        return epoch >= self.writer_epoch
+        if epoch < self.writer_epoch:
+            return False
+        # Records of an epoch imply its claim: after compaction removed the claiming NOOP, they
+        # still keep records of older epochs that follow them out.
+        self.writer_epoch = epoch
+        return True
+
+    def repairs(self) -> list[tuple[bytes, bytes | None]]:
+        """For each key whose last record was fenced off: its last applied value (a tombstone
+        when none was), for the current writer to write again."""
+        return [(key, self._last.get(key)) for key in self.unrepaired]
 
     def _apply(self, key_data: bytes | None, value: bytes | None) -> None:
         key = decode_key(key_data)
