@@ -186,3 +186,8 @@ def test_fenced_records_stay_fenced_after_compaction_once_repaired() -> None:
     for state in (store, again, after):
         assert [v.version for v in state.versions("s")] == [1]
         assert state.holders(2) == [value("t", 1, 2, '"t"')]
+
+
+def test_the_high_water_noop_of_a_write_is_not_an_epoch_claim() -> None:
+    store = replay(rec.noop_record(0, 1), rec.stamp(rec.noop_record(7), 1))
+    assert (store.writer_epoch, store.max_id, list(store.rejected)) == (1, 7, [])

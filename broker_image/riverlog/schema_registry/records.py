@@ -187,7 +187,8 @@ WRITER_EPOCH = "writerEpoch"
 def stamp(record: Record, writer_epoch: int) -> Record:
     """``record`` with the writer's epoch in its value (tombstones have no value to carry it)."""
     key, value = record
-    if value is None:
+    if value is None or key == encode_key(Key("NOOP")):
+        # A NOOP with an epoch is a claim (store.py); the id high-water NOOPs writes add are not.
         return record
     body = json.loads(value)
     body[WRITER_EPOCH] = writer_epoch
