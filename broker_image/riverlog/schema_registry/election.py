@@ -2,9 +2,10 @@
 
 Every instance joins the group (``schema-registry`` by default) with protocol type ``sr`` and its
 identity as member metadata: ``{"host", "port", "scheme", "leader_eligibility", "version"}``
-(JSON). The group leader (whichever member the coordinator picks) chooses the writer among the
-eligible members: the writer of the previous generation if it is still a member (a new instance
-joining does not move the writer), else the eligible member with the smallest URL. The choice
+(JSON), plus ``"writer": true`` from the writer so far. The group leader (whichever member the
+coordinator picks) chooses the writer among the eligible members: the writer so far if it is
+still a member (a new instance joining does not move the writer), else the eligible member with
+the smallest URL. The choice
 goes to everyone in the SyncGroup assignment, ``{"version", "error", "leader", "leader_identity"}``.
 
 When an instance dies, the coordinator drops it after the session timeout, the others rejoin and
@@ -165,7 +166,8 @@ class WriterElection:
             "group_id": self.group_id, "session_timeout_ms": SESSION_TIMEOUT_MS,
             "rebalance_timeout_ms": REBALANCE_TIMEOUT_MS, "member_id": self.member_id, "group_instance_id": None,
             "protocol_type": PROTOCOL_TYPE,
-            "protocols": [{"name": PROTOCOL_NAME, "metadata": json.dumps(self.identity.to_json()).encode()}],
+            "protocols": [{"name": PROTOCOL_NAME, "metadata": json.dumps(
+                {**self.identity.to_json(), "writer": self.writer == self.identity}).encode()}],
             "reason": None,
         }
         joined = await self._request(ApiKey.JOIN_GROUP, body, timeout=REBALANCE_TIMEOUT_MS / 1000 + 15)
@@ -181,8 +183,11 @@ class WriterElection:
         self.generation = joined["generation_id"]
         assignments = []
         if joined["leader"] == self.member_id:
-            members = {m["member_id"]: Identity.from_json(json.loads(m["metadata"])) for m in joined["members"]}
-            writer = choose_writer(members, self.writer)
+            metadata = {m["member_id"]: json.loads(m["metadata"]) for m in joined["members"]}
+            members = {m: Identity.from_json(meta) for m, meta in metadata.items()}
+            # The writer so far says so itself: the group leader may be a newcomer that knows nothing.
+            said = [members[m] for m, meta in metadata.items() if meta.get("writer") is True]
+            writer = choose_writer(members, said[0] if said else self.writer)
             data = assignment(writer, members)
             assignments = [{"member_id": m, "assignment": data} for m in members]
         synced = await self._request(ApiKey.SYNC_GROUP, {
