@@ -1,4 +1,5 @@
-# Two commands matter: `make run` (a local broker on localhost:9092, data in ./data) and
+# Two commands matter: `make run` (a local broker on localhost:9092 with a schema registry on
+# http://localhost:8081, data in ./data) and
 # `make test` (install everything, then lint, type-check and run every test tier).
 
 PYTHON ?= python3
@@ -8,6 +9,8 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 PYTEST_ARGS ?=
 PORT ?= 9092
 METRICS_PORT ?= 9404
+# The schema registry (issue #20) make run starts inside the broker process.
+SCHEMA_REGISTRY_PORT ?= 8081
 DATA ?= ./data
 # make run listens on loopback only: the broker has no authentication yet. HOST=0.0.0.0 (and
 # ADVERTISED_HOST=<a name clients can reach>) is the explicit choice to serve other machines.
@@ -27,7 +30,8 @@ deps: $(STAMP)
 run: deps
 	$(BIN)/riverlog broker --set log.dirs=$(DATA) \
 		--set listeners=PLAINTEXT://$(HOST):$(PORT) --set advertised.listeners=PLAINTEXT://$(ADVERTISED_HOST):$(PORT) \
-		--set metrics.host=$(HOST) --set metrics.port=$(METRICS_PORT)
+		--set metrics.host=$(HOST) --set metrics.port=$(METRICS_PORT) \
+		--set schema.registry.listeners=http://$(HOST):$(SCHEMA_REGISTRY_PORT) --set schema.registry.host.name=$(ADVERTISED_HOST)
 
 # The secured local start (issue #17): SASL_SSL with SCRAM on localhost:9094, CA, certificate and
 # admin user made on the first start under data-secure/tls (client.properties is printed).

@@ -46,6 +46,7 @@ from .metrics import HealthServer, Metrics
 from .protocol.errors import ErrorCode
 from .quotas.manager import ClientQuotaManager
 from .quotas.rate import WindowConfig
+from .schema_registry.embedded import EmbeddedRegistry
 from .security.access import AccessControl
 from .security.sasl.scram import ScramCredential
 from .server.dispatch import Dispatcher
@@ -96,6 +97,7 @@ class Broker:
             self.cluster_id = read_or_create_cluster_id(self.log_dir, self.node_id, controller.image.cluster_id)
             self.controller = controller
         self.broker_epoch = -1
+        self.schema_registry: EmbeddedRegistry | None = None
         # Every log directory, checked against meta.properties; one that fails is offline.
         self.log_dirs = LogDirs(log_dirs, self.cluster_id, self.node_id)
         self.replicas = ReplicaManager(config, self.node_id, self.log_dirs, on_follower_append=self.flush_if_needed,
@@ -206,6 +208,9 @@ class Broker:
         self._tasks.append(loop.create_task(self._heartbeat_loop()))
         self.log_cleaner.start()  # log compaction
         self.health.ready = True
+        if EmbeddedRegistry.wanted(self.config):
+            self.schema_registry = EmbeddedRegistry(self.config)
+            self.schema_registry.start()
         log.info(
             "Riverlog broker %d ready in %.2fs: cluster %s, %d partitions, listeners %s, data in %s",
             self.node_id, time.monotonic() - started, self.cluster_id, len(self.replicas.partitions),
@@ -293,6 +298,8 @@ class Broker:
 
     async def stop(self) -> None:
         self.health.ready = False
+        if self.schema_registry is not None:
+            await self._bounded("stopping the schema registry", self.schema_registry.stop())
         # Every step is bounded: a shutdown must never hang (a stuck step is logged by name, so
         # it can be found, and the broker still closes its logs cleanly).
         await self._bounded("cancelling tasks", self._cancel_tasks())  # no heartbeat may unfence us now

@@ -101,6 +101,10 @@ DEFAULTS: dict[str, str] = {
     "socket.request.frame.timeout.ms": "30000",
     "metrics.port": "9404",
     "metrics.host": "",
+    # Riverlog's own: a schema registry instance in this process (issue #20), e.g.
+    # http://127.0.0.1:8081; empty for none. host.name is the name other instances reach it by.
+    "schema.registry.listeners": "",
+    "schema.registry.host.name": "",
     "offsets.topic.num.partitions": "50",
     # Kafka's default; capped at the brokers registered when the topic is created, so a
     # single broker still works (Kafka would refuse until three brokers are up).

@@ -4,11 +4,13 @@ cleanly."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
 import subprocess
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -38,11 +40,12 @@ def test_make_run_on_a_fresh_clone_serves_a_client(tmp_path: Path) -> None:
         if src.is_file():
             (clone / rel).parent.mkdir(parents=True, exist_ok=True)
             (clone / rel).write_bytes(src.read_bytes())
-    port, metrics_port = free_port(), free_port()
+    port, metrics_port, registry_port = free_port(), free_port(), free_port()
     log_path = tmp_path / "make-run.log"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "PYTHONPATH"))}
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen(["make", "run", f"PORT={port}", f"METRICS_PORT={metrics_port}"],
+        proc = subprocess.Popen(["make", "run", f"PORT={port}", f"METRICS_PORT={metrics_port}",
+                                 f"SCHEMA_REGISTRY_PORT={registry_port}"],
                                 cwd=clone, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     try:
         bootstrap = f"localhost:{port}"
@@ -69,7 +72,16 @@ def test_make_run_on_a_fresh_clone_serves_a_client(tmp_path: Path) -> None:
         assert (clone / "data" / "hello-make-run-0").is_dir(), "data is kept in ./data of the checkout"
         # Bound to 127.0.0.1 itself, not to every interface: another loopback address (which an
         # all-interfaces socket would answer) is refused, for the Kafka port and for metrics.
-        for listened in (port, metrics_port):
+        # The schema registry runs in the broker process and prints its URL.
+        registry_url = f"http://127.0.0.1:{registry_port}"
+        deadline = time.monotonic() + 60
+        while b"schema registry ready" not in log_path.read_bytes().lower():
+            assert time.monotonic() < deadline, log_path.read_text()[-3000:]
+            time.sleep(0.5)
+        assert f"http://localhost:{registry_port}".encode() in log_path.read_bytes()  # the URL printed
+        with urllib.request.urlopen(registry_url + "/subjects", timeout=10) as answer:
+            assert json.loads(answer.read()) == []
+        for listened in (port, metrics_port, registry_port):
             assert accepts("127.0.0.1", listened)
             assert not accepts("127.0.0.2", listened), f"port {listened} answers on other addresses"
     finally:

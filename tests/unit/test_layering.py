@@ -38,7 +38,7 @@ LAYERS: list[set[str]] = [
     {"cluster"},  # partitions and replication, following the metadata image
     {"coordinator", "transactions", "coordinator_runtime"},  # consumer groups, transactions, their shared shell
     {"handlers"},  # one module per API family, bound to a host (handlers/host.py)
-    {"schema_registry"},  # the schema registry (issue #20): a Kafka client app, embeddable in a broker
+    {"schema_registry"},  # the schema registry (issue #20): a Kafka client of the cluster, servable in a broker
     {"broker", "controller_node", "devcluster"},  # the nodes, assembled
     {"cli", "__main__"},  # the command line
 ]

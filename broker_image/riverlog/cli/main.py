@@ -1,6 +1,6 @@
 """The ``riverlog`` command: ``riverlog broker``, ``riverlog topics ...``, produce, consume and
 ``riverlog groups ...``, ``riverlog transactions ...``, ``riverlog users ...``, ``riverlog acls ...``,
-``riverlog mirror ...``."""
+``riverlog mirror ...``, ``riverlog schema-registry`` and ``riverlog schemas ...``."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from collections.abc import Sequence
 
 # Subcommand modules; each has ``register(subparsers)`` that sets ``func`` on its parser.
 COMMAND_MODULES = ("broker_cmd", "topics_cmd", "produce_cmd", "consume_cmd", "groups_cmd", "transactions_cmd",
-                   "cluster_cmd", "users_cmd", "acls_cmd", "mirror_cmd", "dev_cmd", "local_secure_cmd")
+                   "cluster_cmd", "users_cmd", "acls_cmd", "mirror_cmd", "dev_cmd", "local_secure_cmd",
+                   "schema_registry_cmd", "schemas_cmd")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,93 @@
+"""Schema registry processes for the integration and cluster tiers."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from support.brokers import free_port, riverlog_env
+from support.process_control import SignalledProcess
+
+MAIN = Path(__file__).resolve().parent / "sr_registry_main.py"
+V1_JSON = "application/vnd.schemaregistry.v1+json"
+
+
+class RegistryProcess(SignalledProcess):
+    """``riverlog schema-registry`` on a free loopback port (with the tests' schema parser)."""
+
+    def __init__(self, workdir: Path, bootstrap: str, *, name: str = "registry", topic: str = "_schemas",
+                 extra: dict[str, str] | None = None) -> None:
+        self.workdir = Path(workdir)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.name = name
+        self.bootstrap = bootstrap
+        self.port = free_port()
+        self.topic = topic
+        self.extra = extra or {}
+        super().__init__(self.workdir / f"{name}.log")
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 60.0) -> RegistryProcess:
+        cmd = [sys.executable, str(MAIN), "schema-registry", "--bootstrap-server", self.bootstrap,
+               "--listeners", self.url, "--set", f"kafkastore.topic={self.topic}"]
+        for key, value in self.extra.items():
+            cmd += ["--set", f"{key}={value}"]
+        self._spawn(cmd, cwd=self.workdir, env=riverlog_env())
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise AssertionError(f"{self.name} exited with {self.proc.returncode}\n{self.log_tail()}")
+            try:
+                status, _ = http(self.url, "GET", "/")
+                if status == 200:
+                    return self
+            except OSError:
+                pass
+            time.sleep(0.2)
+        self.kill()
+        raise AssertionError(f"{self.name} did not answer within {timeout:.0f}s\n{self.log_tail()}")
+
+    def wait_writer_elected(self, timeout: float = 30.0) -> None:
+        """Until a write through this instance works (some instance is the elected writer)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            status, body = http(self.url, "PUT", "/config/_probe_", {"compatibility": "BACKWARD"})
+            if status == 200:
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no writer after {timeout:.0f}s: {status} {body}\n{self.log_tail()}")
+            time.sleep(0.3)
+
+    def stop(self, timeout: float = 20.0) -> None:
+        self.terminate()
+        self.wait_exit(timeout)
+
+    def log_tail(self, lines: int = 60) -> str:
+        if not self.log_path.exists():
+            return ""
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+
+def http(url: str, method: str, path: str, body: object = None, *, raw: bytes | None = None,
+         headers: dict[str, str] | None = None, timeout: float = 30.0) -> tuple[int, Any]:
+    """One request; (status, decoded JSON body or text)."""
+    data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
+    request = urllib.request.Request(url + path, data=data, method=method,
+                                     headers=headers if headers is not None else {"Content-Type": V1_JSON})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            status, payload = response.status, response.read()
+    except urllib.error.HTTPError as exc:
+        status, payload = exc.code, exc.read()
+    try:
+        return status, json.loads(payload)
+    except ValueError:
+        return status, payload.decode(errors="replace")
