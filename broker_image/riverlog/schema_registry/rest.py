@@ -278,9 +278,17 @@ class RestApi:
                                       latest_only=_flag(request, "latestOnly"))
         return self.ok(request, [_schema_json(v) for v in found])
 
+    def _formatted(self, request: web.Request, out: dict[str, Any],
+                   source: StoredSchema | SchemaValue) -> dict[str, Any]:
+        """``?format=``: the schema text as the reader asked (PROTOBUF ``serialized``)."""
+        fmt = request.query.get("format")
+        if fmt:
+            out["schema"] = self.registry.formatted(source.schema_type, source.schema, source.references, fmt)
+        return out
+
     async def schema_by_id(self, request: web.Request) -> web.Response:
         stored = self.registry.schema_by_id(_schema_id(request), request.query.get("subject"))
-        return self.ok(request, _stored_json(stored))
+        return self.ok(request, self._formatted(request, _stored_json(stored), stored))
 
     async def raw_schema_by_id(self, request: web.Request) -> web.Response:
         stored = self.registry.schema_by_id(_schema_id(request), request.query.get("subject"))
@@ -307,7 +315,7 @@ class RestApi:
     async def get_version(self, request: web.Request) -> web.Response:
         value = self.registry.version(request.match_info["subject"], request.match_info["version"],
                                       deleted=_flag(request, "deleted"))
-        return self.ok(request, _schema_json(value))
+        return self.ok(request, self._formatted(request, _schema_json(value), value))
 
     async def raw_version(self, request: web.Request) -> web.Response:
         value = self.registry.version(request.match_info["subject"], request.match_info["version"],
@@ -322,7 +330,7 @@ class RestApi:
         schema = SchemaRequest.from_json(await self.body(request))
         value = self.registry.lookup(request.match_info["subject"], schema, normalize=_flag(request, "normalize"),
                                      deleted=_flag(request, "deleted"))
-        return self.ok(request, _schema_json(value))
+        return self.ok(request, self._formatted(request, _schema_json(value), value))
 
     async def register(self, request: web.Request) -> web.Response:
         schema = SchemaRequest.from_json(await self.body(request))

@@ -154,6 +154,18 @@ class Registry:
             parsed = self._parsed[stored] = self.parse(stored.schema_type, stored.schema, stored.references)
         return parsed
 
+    def formatted(self, schema_type: str, text: str, references: Sequence[Reference], fmt: str | None) -> str:
+        """A registered schema's text in the ``format`` a reader asked for. PROTOBUF
+        ``serialized``: base64 of its FileDescriptorProto, which confluent-kafka's deserializers
+        ask for. Other formats (and formats this registry does not know) are the stored text, as
+        Confluent answers for formats a schema type does not have."""
+        if fmt == "serialized" and schema_type == "PROTOBUF":
+            parsed = self._parsed_stored(StoredSchema(schema_type, text, tuple(references)))
+            serialized = getattr(parsed, "serialized", None)
+            if callable(serialized):
+                return str(serialized())
+        return text
+
     def _parsed_version(self, value: SchemaValue) -> ParsedSchema:
         return self._parsed_stored(StoredSchema(value.schema_type, value.schema, value.references))
 
