@@ -51,6 +51,13 @@ async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     if port:
         metrics.serve(port, os.environ.get("RIVERLOG_OPERATOR_METRICS_HOST", "0.0.0.0"))
     STATE.kube()  # credentials load now, so a bad kubeconfig fails at start
+    try:
+        policies = STATE.connect_network_policy()
+    except ValueError as exc:
+        # Permanent: the operator stops rather than run Connect workers with a guard it cannot build.
+        raise kopf.PermanentError(str(exc)) from exc
+    # Once, here: whether Connect and Mirror REST APIs are guarded, and if not why.
+    (log.info if policies.peer is not None else log.warning)("%s", policies.note)
     if not settings.peering.standalone and settings.peering.clusterwide:
         await _ensure_peering(api_name=settings.peering.name)
 
@@ -235,11 +242,11 @@ async def user_deleted(body: kopf.Body, **_: Any) -> None:
 
 
 async def _reconcile_connect(api: KubeApi, body: Mapping[str, Any]) -> None:
-    await reconcile_connect(api, body, STATE.default_connect_image)
+    await reconcile_connect(api, body, STATE.default_connect_image, STATE.connect_network_policy().peer)
 
 
 async def _reconcile_mirror(api: KubeApi, body: Mapping[str, Any]) -> None:
-    await reconcile_mirror(api, body, STATE.default_connect_image)
+    await reconcile_mirror(api, body, STATE.default_connect_image, STATE.connect_network_policy().peer)
 
 
 async def _connect(body: kopf.Body) -> None:

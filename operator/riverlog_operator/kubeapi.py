@@ -40,6 +40,7 @@ KINDS: dict[str, tuple[str, str, bool]] = {
     "StatefulSet": ("/apis/apps/v1", "statefulsets", True),
     "Deployment": ("/apis/apps/v1", "deployments", True),
     "PodDisruptionBudget": ("/apis/policy/v1", "poddisruptionbudgets", True),
+    "NetworkPolicy": ("/apis/networking.k8s.io/v1", "networkpolicies", True),
     "Cluster": ("/apis/riverlog.dev/v1alpha1", "clusters", True),
     "Topic": ("/apis/riverlog.dev/v1alpha1", "topics", True),
     "User": ("/apis/riverlog.dev/v1alpha1", "users", True),

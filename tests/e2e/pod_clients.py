@@ -166,8 +166,10 @@ class ClientPod:
 
     def __init__(self, kube: KubeCluster, node: NodeAgent | None, namespace: str, name: str, script: str,
                  args: list[str], grace_seconds: int = 300, env: list[dict[str, Any]] | None = None,
-                 volumes: list[dict[str, Any]] | None = None, mounts: list[dict[str, Any]] | None = None) -> None:
-        """``env``, ``volumes`` and ``mounts`` (the container's volumeMounts) as in a Pod spec."""
+                 volumes: list[dict[str, Any]] | None = None, mounts: list[dict[str, Any]] | None = None,
+                 labels: dict[str, str] | None = None) -> None:
+        """``env``, ``volumes`` and ``mounts`` (the container's volumeMounts) as in a Pod spec;
+        ``labels`` the Pod's (what a NetworkPolicy lets in by)."""
         self.kube, self.node, self.namespace, self.name = kube, node, namespace, name
         container: dict[str, Any] = {"name": "client", "image": CLIENT_IMAGE,
                                      "command": [CLIENT_PYTHON, "-c", script, *args]}
@@ -179,7 +181,10 @@ class ClientPod:
                                 "containers": [container]}
         if volumes:
             spec["volumes"] = volumes
-        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
+        metadata: dict[str, Any] = {"name": name}
+        if labels:
+            metadata["labels"] = dict(labels)
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
         kube.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(pod))
         self._log_file: Path | None = None
         self._last_log = ""

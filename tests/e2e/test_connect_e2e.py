@@ -15,6 +15,9 @@ On one installation with two one-broker Clusters, ``east`` and ``west``:
    the window MirrorMaker 2 documents (docs/migration.md).
 
 Clients run in Pods, where the Services resolve (``pod_clients``); the test reads what they print.
+The operator guards each Connect's REST API with a NetworkPolicy (only its own pods and the
+workers get in); the REST client pods carry a label a NetworkPolicy of the test's own lets in, as
+the docs tell users (enforced on kind where its network plugin does so; not on the e2e node).
 """
 
 from __future__ import annotations
@@ -39,6 +42,8 @@ BYTES = "org.apache.kafka.connect.converters.ByteArrayConverter"
 BOOTSTRAP = "{cluster}-bootstrap.{ns}.svc:9092"
 TOPIC, GROUP, PARTITIONS, RECORDS = "orders", "billing", 2, 600
 LAG_MAX = 10  # the Mirror's offset.lag.max: how far apart MirrorMaker 2 records offset syncs
+# What the REST client pods carry, and the test's own NetworkPolicy lets in (rest_clients_policy).
+REST_CLIENT_LABELS = {"riverlog-e2e/connect-rest-client": "true"}
 
 # Reads a topic (created later is fine) until SIGTERM or its time is up; every second prints how
 # many records it has seen, by which of the given source aliases is in the record key (a
@@ -196,15 +201,29 @@ class Installation:
     def bootstrap(self, cluster: str) -> str:
         return BOOTSTRAP.format(cluster=cluster, ns=self.ns)
 
-    def client(self, name: str, script: str, *args: str) -> ClientPod:
+    def client(self, name: str, script: str, *args: str, labels: dict[str, str] | None = None) -> ClientPod:
         self.pods += 1  # pod names are never reused: a finished client stays for its log
-        return ClientPod(self.kube, self.node, self.ns, f"{name}-{self.pods}", script, list(args))
+        return ClientPod(self.kube, self.node, self.ns, f"{name}-{self.pods}", script, list(args), labels=labels)
 
     def rest(self, service: str, *paths: str, port: int = 8083) -> dict[str, Any]:
         """The answers of the HTTP API behind ``service`` (Connect's REST API by default), asked
-        from a Pod."""
-        log = self.client("rest", REST, f"http://{service}.{self.ns}.svc:{port}", *paths).finish(120)
+        from a Pod labelled ``REST_CLIENT_LABELS``."""
+        log = self.client("rest", REST, f"http://{service}.{self.ns}.svc:{port}", *paths,
+                          labels=REST_CLIENT_LABELS).finish(120)
         return {answer["path"]: answer for answer in log.all("REST")}
+
+
+def rest_clients_policy(connect: str) -> dict[str, Any]:
+    """A NetworkPolicy of the test's own, as docs/design-notes.md tells users: NetworkPolicies add
+    up, so this one lets the REST client pods reach the workers of ``connect`` besides the
+    operator's policy, which admits only the operator and the workers."""
+    workers = {"app.kubernetes.io/name": "riverlog-connect", "app.kubernetes.io/instance": connect,
+               "app.kubernetes.io/component": "connect"}
+    return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+            "metadata": {"name": f"{connect}-connect-api-clients"},
+            "spec": {"podSelector": {"matchLabels": workers}, "policyTypes": ["Ingress"],
+                     "ingress": [{"ports": [{"protocol": "TCP", "port": 8083}],
+                                  "from": [{"podSelector": {"matchLabels": REST_CLIENT_LABELS}}]}]}}
 
 
 def cluster_doc(name: str) -> dict[str, Any]:
@@ -253,9 +272,21 @@ def test_a_connector_is_created_paused_resumed_reconfigured_and_deleted_from_its
         inst: Installation) -> None:
     connect = {"apiVersion": API, "kind": "Connect", "metadata": {"name": "pipes"},
                "spec": {"replicas": 1, "clusterRef": {"name": "west"}}}
-    inst.apply(connect)
+    # Before any REST client pod runs: the policy letting them in (the operator's admits only its
+    # own pods and the workers).
+    inst.apply(connect, rest_clients_policy("pipes"))
     worker = inst.wait_ready("connect", "pipes")
     assert f"{MM2}.MirrorHeartbeatConnector" in {p["class"] for p in worker["status"]["connectorPlugins"]}
+    # The operator's policy names the chart's operator pods (the chart's env, in-cluster).
+    guard = inst.get("networkpolicy", "pipes-connect-api")
+    assert guard is not None, "no NetworkPolicy guards the REST API"
+    operator_peer = guard["spec"]["ingress"][0]["from"][1]
+    assert operator_peer["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": inst.ns}}, guard
+    assert operator_peer["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "operator", guard
+    selector = json.loads(inst.kube.kubectl("get", "deployment", "-n", inst.ns, "-l",
+                                            "app.kubernetes.io/component=operator", "-o", "json").stdout)
+    (operator,) = selector["items"]
+    assert operator["spec"]["selector"]["matchLabels"] == operator_peer["podSelector"]["matchLabels"], guard
 
     beat_config = {"source.cluster.alias": "alpha", "target.cluster.alias": "west",
                    "source.cluster.bootstrap.servers": inst.bootstrap("west"),
@@ -313,8 +344,9 @@ def test_a_connector_is_created_paused_resumed_reconfigured_and_deleted_from_its
 
     # The Connect itself deleted: its Deployment, Service and pods go with it (owner references).
     inst.kube.kubectl("delete", "connect", "pipes", "-n", inst.ns, "--timeout=120s")
-    wait_until(lambda: inst.get("deployment", "pipes-connect") is None and inst.get("service", api) is None,
-               WAIT, "the Connect's Deployment and Service deleted")
+    wait_until(lambda: inst.get("deployment", "pipes-connect") is None and inst.get("service", api) is None
+               and inst.get("networkpolicy", "pipes-connect-api") is None,
+               WAIT, "the Connect's Deployment, Service and NetworkPolicy deleted")
 
 
 def test_a_mirror_between_two_clusters_mirrors_a_topic_and_a_group(inst: Installation) -> None:

@@ -123,6 +123,20 @@ def test_operator_deployment(helm_env: dict[str, str]) -> None:
         "containers"]
     assert {e["name"]: e.get("value") for e in custom["env"]}["RIVERLOG_OPERATOR_CONNECT_IMAGE"] == \
         "registry.example/connect:7.0.1"
+    # The NetworkPolicy guarding each Connect's REST API lets in the operator's pods: the chart
+    # tells it their namespace (downward API) and labels (its own selector, which the pods carry),
+    # in a form the operator accepts.
+    from riverlog_operator.handlers.common import network_policy_setting
+
+    sources_of = {e["name"]: e.get("valueFrom") for e in container["env"]}
+    assert sources_of["RIVERLOG_OPERATOR_NAMESPACE"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
+    assert env["RIVERLOG_OPERATOR_CONNECT_NETWORK_POLICY"] == "true"
+    peer = network_policy_setting({**{k: v for k, v in env.items() if v is not None},
+                                   "RIVERLOG_OPERATOR_NAMESPACE": NAMESPACE}).peer
+    assert peer is not None and peer.namespace == NAMESPACE and peer.labels == selector
+    (off,) = one(render(helm_env, "--set", "connect.networkPolicy.enabled=false"), "Deployment")["spec"][
+        "template"]["spec"]["containers"]
+    assert {e["name"]: e.get("value") for e in off["env"]}["RIVERLOG_OPERATOR_CONNECT_NETWORK_POLICY"] == "false"
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     assert env["RIVERLOG_OPERATOR_LIVENESS"] == f"http://0.0.0.0:{ports['health']}/healthz"
     assert env["RIVERLOG_OPERATOR_METRICS_PORT"] == str(ports["metrics"])
@@ -182,6 +196,9 @@ def test_rbac_is_least_privilege(helm_env: dict[str, str]) -> None:
         ("riverlog.dev", "mirrors/status", ("patch",)),
         ("riverlog.dev", "connects/finalizers", ("update",)), ("riverlog.dev", "mirrors/finalizers", ("update",)),
         ("apps", "deployments", ("get", "list", "watch", "create", "patch")),
+        # The REST API's NetworkPolicy: server-side apply creates or patches it; turned off, the
+        # operator reads the one a Connect owns and deletes it.
+        ("networking.k8s.io", "networkpolicies", ("get", "create", "patch", "delete")),
     ]:
         for verb in verbs:
             assert allowed(rules, group, resource, verb), (group, resource, verb)
@@ -192,6 +209,8 @@ def test_rbac_is_least_privilege(helm_env: dict[str, str]) -> None:
                             ("riverlog.dev", "clusters"), ("riverlog.dev", "connectors")]:
         assert not allowed(rules, group, resource, "delete"), resource
     assert not allowed(rules, "", "nodes", "list") and not allowed(rules, "", "namespaces", "list")
+    for verb in ("list", "watch", "update"):
+        assert not allowed(rules, "networking.k8s.io", "networkpolicies", verb), verb
     for verb in ("list", "watch", "delete", "update"):
         assert not allowed(rules, "", "secrets", verb), verb
     # Writes only to its own Secrets: the admission policy checks the operator's label.
@@ -300,6 +319,8 @@ def test_every_optional_part_renders(helm_env: dict[str, str]) -> None:
     ["--set-json", 'topics=[{"name":"t","spec":{"clusterRef":{"name":"x"}}}]'],
     ["--set-json", 'topics=[{"spec":{}}]'],
     ["--set-json", 'operator.watchNamespaces=["Not_A_Namespace"]'],
+    ["--set", "connect.networkPolicy.enabled=maybe"],
+    ["--set", "connect.networkPolicy.enable=false"],
 ])
 def test_values_schema_refuses_bad_values(helm_env: dict[str, str], bad: list[str]) -> None:
     proc = helm(helm_env, "template", "riverlog", str(CHART), *bad, check=False)
@@ -638,6 +659,12 @@ def test_operator_reconciles_with_only_the_charts_permissions(
                                          # Secrets by name only (issue #18), never enumerated.
                                          ("get", "secrets", namespace, "yes"),
                                          ("list", "secrets", namespace, "no"),
-                                         ("delete", "statefulsets", namespace, "no")]:
+                                         ("delete", "statefulsets", namespace, "no"),
+                                         # A Connect's REST API NetworkPolicy: applied, or deleted
+                                         # when turned off.
+                                         ("create", "networkpolicies.networking.k8s.io", namespace, "yes"),
+                                         ("patch", "networkpolicies.networking.k8s.io", namespace, "yes"),
+                                         ("delete", "networkpolicies.networking.k8s.io", namespace, "yes"),
+                                         ("list", "networkpolicies.networking.k8s.io", namespace, "no")]:
         proc = kube.kubectl("auth", "can-i", verb, resource, "-n", ns, "--as", run.account, check=False)
         assert proc.stdout.strip() == expected, (verb, resource, ns, proc.stdout, proc.stderr)

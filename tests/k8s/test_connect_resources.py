@@ -5,7 +5,9 @@ kubelet no worker pod ever runs, so a Connect's status says no worker is ready. 
 reconciled against a real Apache Kafka Connect worker on loopback (``support.connect``) on a
 real Riverlog broker, which the Connect names with the ``riverlog.dev/connect-rest-url``
 annotation. This module's operator watches only ``opc-*`` namespaces, apart from
-``test_operator.py``'s ``op-*``.
+``test_operator.py``'s ``op-*``. It is told where "its pods" are as the chart tells an operator
+in the cluster, so Connects and Mirrors get their REST API's NetworkPolicy (stored, not enforced:
+nothing here implements NetworkPolicies).
 """
 
 from __future__ import annotations
@@ -28,6 +30,9 @@ __all__ = ["crds"]  # the fixture, shared with test_operator.py
 WAIT = 90.0
 PREFIX = "opc"
 REST_URL_ANNOTATION = "riverlog.dev/connect-rest-url"
+# What the chart would set (RIVERLOG_OPERATOR_NAMESPACE, RIVERLOG_OPERATOR_POD_SELECTOR).
+OPERATOR_NAMESPACE = "riverlog-system"
+OPERATOR_PODS = "app.kubernetes.io/component=operator,app.kubernetes.io/instance=riverlog"
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +40,8 @@ def operator(kube: KubeCluster, crds: None, tmp_path_factory: pytest.TempPathFac
     log_path = tmp_path_factory.mktemp("operator-connect") / "operator.log"
     proc = OperatorProcess(kube, log_path, "--standalone", "--namespace", f"{PREFIX}-*", "--verbose",
                            RIVERLOG_OPERATOR_CONNECT_IMAGE="riverlog-connect:test",
-                           RIVERLOG_OPERATOR_CONNECTOR_RESYNC_SECONDS="2")
+                           RIVERLOG_OPERATOR_CONNECTOR_RESYNC_SECONDS="2",
+                           RIVERLOG_OPERATOR_NAMESPACE=OPERATOR_NAMESPACE, RIVERLOG_OPERATOR_POD_SELECTOR=OPERATOR_PODS)
     yield proc
     proc.stop()
 
@@ -90,7 +96,8 @@ def test_connect_gets_its_workers_and_reports_status_and_spec_errors(kube: KubeC
     assert status["readyReplicas"] == 0 and status["observedGeneration"] == 1
     assert condition(connect, "Ready")["status"] == "False"
     for kind, child in (("configmap", "sink-connect-config"), ("service", "sink-connect-api"),
-                        ("deployment", "sink-connect"), ("poddisruptionbudget", "sink-connect")):
+                        ("networkpolicy", "sink-connect-api"), ("deployment", "sink-connect"),
+                        ("poddisruptionbudget", "sink-connect")):
         obj = get(kube, kind, child, namespace)
         assert obj is not None, (kind, child)
         assert [(o["kind"], o["uid"], o.get("controller")) for o in obj["metadata"]["ownerReferences"]] == \
@@ -109,6 +116,18 @@ def test_connect_gets_its_workers_and_reports_status_and_spec_errors(kube: KubeC
     assert service is not None and [p["port"] for p in service["spec"]["ports"]] == [8083, 9404]
     assert "metrics.yaml" in get(kube, "configmap", "sink-connect-config", namespace)["data"]  # type: ignore[index]
     assert {"name": "RIVERLOG_CONNECT_METRICS_PORT", "value": "9404"} in container["env"]
+    # The REST API's NetworkPolicy as the API server stores it: the workers' pods, REST from them
+    # and from the operator's pods in the operator's namespace (one peer), metrics from anywhere.
+    policy = get(kube, "networkpolicy", "sink-connect-api", namespace)
+    assert policy is not None
+    workers = deployment["spec"]["selector"]
+    assert policy["spec"]["podSelector"] == workers and policy["spec"]["policyTypes"] == ["Ingress"]
+    rest_rule, metrics_rule = policy["spec"]["ingress"]
+    assert rest_rule == {"ports": [{"protocol": "TCP", "port": 8083}], "from": [
+        {"podSelector": workers},
+        {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": OPERATOR_NAMESPACE}},
+         "podSelector": {"matchLabels": dict(kv.split("=") for kv in OPERATOR_PODS.split(","))}}]}
+    assert metrics_rule == {"ports": [{"protocol": "TCP", "port": 9404}]}
     # The controller-manager makes the pod (Pending without a kubelet); the status follows.
     wait_until(lambda: (get(kube, "rlcn", "sink", namespace) or {}).get("status", {}).get("replicas") == 1, WAIT,
                "status.replicas 1")
@@ -142,6 +161,11 @@ def test_connect_gets_its_workers_and_reports_status_and_spec_errors(kube: KubeC
         "connect-distributed.properties"]
     assert "pw-two" not in secure_props
     assert "${directory:/etc/riverlog-connect-credentials/kafka/user:password}" in secure_props
+
+    # The garbage collector removes the workers' objects, their NetworkPolicy too, with the Connect.
+    kube.kubectl("delete", "rlcn", "sink", "-n", namespace, "--wait=false")
+    wait_until(lambda: get(kube, "networkpolicy", "sink-connect-api", namespace) is None, WAIT,
+               "the NetworkPolicy gone with its Connect")
 
 
 @pytest.fixture(scope="module")
@@ -260,6 +284,8 @@ def test_mirror_runs_its_three_connectors_and_removes_them_when_deleted(
     assert deployment is not None
     assert [(o["kind"], o["uid"]) for o in deployment["metadata"]["ownerReferences"]] == \
         [("Mirror", mirror["metadata"]["uid"])]
+    policy = get(kube, "networkpolicy", "dr-mirror-api", namespace)
+    assert policy is not None and policy["spec"]["podSelector"] == deployment["spec"]["selector"]
     assert condition(mirror, "Ready")["status"] == "False"  # no worker pod runs in this tier
 
     kube.kubectl("delete", "rlmm", "dr", "-n", namespace)

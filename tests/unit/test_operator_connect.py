@@ -16,11 +16,13 @@ from riverlog_operator.builders.connect import (
     ConnectInputs,
     Endpoint,
     EndpointError,
+    OperatorPeer,
     WorkerRef,
     build_api_service,
     build_config_map,
     build_connect,
     build_deployment,
+    build_network_policy,
     build_pdb,
     client_properties,
     config_hash,
@@ -49,6 +51,10 @@ SELECTOR = {"app.kubernetes.io/name": "riverlog-connect", "app.kubernetes.io/ins
 LABELS = {**SELECTOR, "app.kubernetes.io/managed-by": "riverlog-operator", "riverlog.dev/connect": "etl"}
 OWNER = [{"apiVersion": "riverlog.dev/v1alpha1", "kind": "Connect", "name": "etl", "uid": UID, "controller": True,
           "blockOwnerDeletion": True}]
+# The chart's operator pods (riverlog.operatorSelectorLabels) in its release namespace.
+OPERATOR_LABELS = {"app.kubernetes.io/component": "operator", "app.kubernetes.io/instance": "riverlog",
+                   "app.kubernetes.io/name": "riverlog"}
+PEER = OperatorPeer("riverlog-system", tuple(sorted(OPERATOR_LABELS.items())))
 
 
 def connect(spec: dict[str, Any], cluster: ClusterSpec | None = SECURED, **kw: Any) -> ConnectInputs:
@@ -210,7 +216,7 @@ def test_no_secret_reaches_the_config_map() -> None:
     assert len(jaas_lines) == 4
     assert all('password\\="${directory\\:' not in line and 'password="${directory:' in line for line in jaas_lines)
     assert all(line.count('password="') == 1 for line in jaas_lines)
-    everything = json.dumps(build_connect(inputs))
+    everything = json.dumps(build_connect(inputs, PEER))
     assert "sasl.jaas.config\": " not in everything and "secretKeyRef" not in everything  # nor in env
 
 
@@ -283,11 +289,15 @@ def meta(name: str) -> dict[str, Any]:
 
 def test_every_manifest_in_apply_order() -> None:
     inputs = connect({"clusterRef": {"name": "secured"}})
-    assert [(m["kind"], m["metadata"]["name"]) for m in build_connect(inputs)] == [
-        ("ConfigMap", "etl-connect-config"), ("Service", "etl-connect-api"), ("Deployment", "etl-connect"),
-        ("PodDisruptionBudget", "etl-connect")]
-    for manifest in build_connect(inputs):
+    # The NetworkPolicy before the Deployment: no worker pod ever serves its REST API unguarded.
+    assert [(m["kind"], m["metadata"]["name"]) for m in build_connect(inputs, PEER)] == [
+        ("ConfigMap", "etl-connect-config"), ("Service", "etl-connect-api"), ("NetworkPolicy", "etl-connect-api"),
+        ("Deployment", "etl-connect"), ("PodDisruptionBudget", "etl-connect")]
+    for manifest in build_connect(inputs, PEER):
         assert manifest["metadata"] == meta(manifest["metadata"]["name"])
+    # The operator does not know where its pods are, or policies are off: no policy.
+    assert [m["kind"] for m in build_connect(inputs, None)] == ["ConfigMap", "Service", "Deployment",
+                                                                "PodDisruptionBudget"]
     assert build_api_service(inputs)["spec"] == {
         "type": "ClusterIP", "selector": SELECTOR,
         "ports": [{"name": "rest", "port": 8083, "targetPort": "rest", "protocol": "TCP"},
@@ -351,6 +361,43 @@ def test_metrics_are_on_unless_turned_off() -> None:
     assert [p["name"] for p in build_api_service(off)["spec"]["ports"]] == ["rest"]
 
 
+def test_the_rest_api_only_from_the_workers_and_the_operator_and_metrics_from_anywhere() -> None:
+    inputs = connect({"clusterRef": {"name": "secured"}})
+    policy = build_network_policy(inputs, PEER)
+    assert (policy["apiVersion"], policy["kind"]) == ("networking.k8s.io/v1", "NetworkPolicy")
+    assert policy["metadata"] == meta("etl-connect-api")
+    spec = policy["spec"]
+    # The workers' pods, exactly as the Deployment and the Service select them.
+    assert spec["podSelector"] == {"matchLabels": SELECTOR} == build_deployment(inputs)["spec"]["selector"]
+    assert spec["policyTypes"] == ["Ingress"]
+    rest, metrics = spec["ingress"]
+    assert rest == {"ports": [{"protocol": "TCP", "port": 8083}], "from": [
+        # The workers (they forward requests to the leader), in the Connect's namespace.
+        {"podSelector": {"matchLabels": SELECTOR}},
+        # The operator's pods in the operator's namespace: one peer, both selectors ANDed.
+        {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "riverlog-system"}},
+         "podSelector": {"matchLabels": OPERATOR_LABELS}}]}
+    # The port the pods serve REST on is the one let in.
+    (container,) = build_deployment(inputs)["spec"]["template"]["spec"]["containers"]
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert rest["ports"][0]["port"] == ports["rest"]
+    # Metrics: no "from", any source (Prometheus wherever it runs).
+    assert metrics == {"ports": [{"protocol": "TCP", "port": ports["metrics"]}]}
+    # Metrics off: only the REST rule, so the (closed) metrics port is not opened either.
+    off = build_network_policy(connect({"clusterRef": {"name": "secured"}, "metrics": {"enabled": False}}), PEER)
+    assert off["spec"]["ingress"] == [rest]
+    # Names: a Mirror's after its base, like its Service.
+    mirror = ConnectInputs(WorkerRef("Mirror", "dr", "prod", "uid-m"), ConnectSpec(), "c:x", Endpoint("k:9092"))
+    mirror_policy = build_network_policy(mirror, OperatorPeer("ops", (("team", "platform"),)))
+    assert mirror_policy["metadata"]["name"] == "dr-mirror-api" == build_api_service(mirror)["metadata"]["name"]
+    assert mirror_policy["metadata"]["namespace"] == "prod"
+    assert mirror_policy["metadata"]["ownerReferences"][0]["kind"] == "Mirror"
+    assert mirror_policy["spec"]["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "mirror"
+    assert mirror_policy["spec"]["ingress"][0]["from"][1] == {
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "ops"}},
+        "podSelector": {"matchLabels": {"team": "platform"}}}
+
+
 def test_credentials_are_mounted_key_by_key_beside_the_config() -> None:
     pod = build_deployment(connect({"clusterRef": {"name": "secured"}, "authentication": SCRAM_USER}))
     spec = pod["spec"]["template"]["spec"]
@@ -395,8 +442,8 @@ def test_builders_are_pure() -> None:
     inputs = connect({"clusterRef": {"name": "secured"}, "authentication": SCRAM_USER,
                       "plugins": [{"name": "jdbc", "volume": {"configMap": {"name": "jdbc-jars"}}}]})
     before = copy.deepcopy(inputs)
-    first = build_connect(inputs)
-    assert build_connect(inputs) == first and inputs == before
+    first = build_connect(inputs, PEER)
+    assert build_connect(inputs, PEER) == first and inputs == before
 
 
 def test_the_example_connect_reaches_the_example_cluster_as_its_user() -> None:
@@ -413,3 +460,27 @@ def test_the_example_connect_reaches_the_example_cluster_as_its_user() -> None:
     assert all(props[t].startswith("etl-connect-") for t in ("config.storage.topic", "offset.storage.topic",
                                                             "status.storage.topic"))
     assert ("topic", "etl-connect-") in acls
+
+
+def test_the_documented_client_policy_selects_the_example_workers() -> None:
+    """The escape hatch users are shown (examples/connect.yaml's comments, the design notes): a
+    NetworkPolicy of their own selecting the example Connect's workers, allowing the REST port."""
+    example = (ROOT / "examples" / "connect.yaml").read_text().splitlines()
+    start = example.index("#   apiVersion: networking.k8s.io/v1")
+    block = []
+    for line in example[start:]:
+        if not line.startswith("#   "):
+            break
+        block.append(line[4:])
+    notes = (ROOT / "docs" / "design-notes.md").read_text()
+    notes_policy = notes[notes.index("```yaml\napiVersion: networking.k8s.io/v1"):]
+    notes_policy = notes_policy[len("```yaml\n"):notes_policy.index("```\n", 4)]
+    (connect_doc,) = [d for d in yaml.safe_load_all("\n".join(example)) if d["kind"] == "Connect"]
+    inputs = ConnectInputs(WorkerRef("Connect", connect_doc["metadata"]["name"], "kafka", UID),
+                           ConnectSpec.from_dict(connect_doc["spec"]), "x", Endpoint("k:9092"))
+    for policy in (yaml.safe_load("\n".join(block)), yaml.safe_load(notes_policy)):
+        assert policy["kind"] == "NetworkPolicy" and policy["spec"]["policyTypes"] == ["Ingress"]
+        assert policy["spec"]["podSelector"] == build_network_policy(inputs, PEER)["spec"]["podSelector"]
+        (rule,) = policy["spec"]["ingress"]
+        assert rule["ports"] == [{"protocol": "TCP", "port": 8083}]
+        assert rule["from"] == [{"podSelector": {"matchLabels": {"etl-connect-client": "true"}}}]

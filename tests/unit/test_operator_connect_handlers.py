@@ -13,15 +13,19 @@ from collections.abc import Mapping
 from typing import Any, cast
 
 import pytest
+from riverlog_operator.builders.connect import OperatorPeer
 from riverlog_operator.builders.mirror import CONNECTORS, mirror_connector_configs
 from riverlog_operator.connect_model import ConnectorSpec, KafkaEndpointSpec, MirrorSpec
 from riverlog_operator.connect_rest import ConnectRest, ConnectRestError
 from riverlog_operator.connectors import connector_config
+from riverlog_operator.handlers.common import network_policy_setting
 from riverlog_operator.handlers.connect import (
     REST_URL_ANNOTATION,
     SpecProblem,
     Workers,
     credentials_version,
+    drop_network_policy,
+    reconcile_workers,
     resolve,
     rest_url_of,
     worker_ref,
@@ -215,3 +219,99 @@ def test_mirror_connector_specs_give_their_configs_back() -> None:
     assert sorted(configs) == sorted(CONNECTORS)
     for name, config in configs.items():
         assert connector_config(name, connector_spec("m", config)) == config
+
+
+# --- the REST API's NetworkPolicy ---------------------------------------------------------------
+
+CHART_ENV = {"RIVERLOG_OPERATOR_NAMESPACE": "riverlog-system",
+             "RIVERLOG_OPERATOR_POD_SELECTOR": "app.kubernetes.io/name=riverlog,app.kubernetes.io/instance=rl,"
+                                               "app.kubernetes.io/component=operator",
+             "RIVERLOG_OPERATOR_CONNECT_NETWORK_POLICY": "true"}
+
+
+def test_the_network_policy_setting_from_the_charts_environment() -> None:
+    setting = network_policy_setting(CHART_ENV)
+    assert setting.peer == OperatorPeer("riverlog-system", (("app.kubernetes.io/component", "operator"),
+                                                            ("app.kubernetes.io/instance", "rl"),
+                                                            ("app.kubernetes.io/name", "riverlog")))
+    assert "riverlog-system" in setting.note
+    # On by default: the switch may be absent (an older chart, a hand-made Deployment).
+    assert network_policy_setting({k: v for k, v in CHART_ENV.items() if "NETWORK" not in k}).peer == setting.peer
+    assert network_policy_setting({**CHART_ENV, "RIVERLOG_OPERATOR_POD_SELECTOR": " a=b , example.com/c= "}).peer \
+        == OperatorPeer("riverlog-system", (("a", "b"), ("example.com/c", "")))
+    # Turned off (the chart's connect.networkPolicy.enabled=false).
+    off = network_policy_setting({**CHART_ENV, "RIVERLOG_OPERATOR_CONNECT_NETWORK_POLICY": "false"})
+    assert off.peer is None and "connect.networkPolicy.enabled" in off.note
+    # Outside the cluster (the k8s tier's operator, a developer's): nothing says where the
+    # operator's pods are, so no policy (one naming nobody would lock the operator out).
+    outside = network_policy_setting({})
+    assert outside.peer is None and "RIVERLOG_OPERATOR_NAMESPACE and RIVERLOG_OPERATOR_POD_SELECTOR not set" in \
+        outside.note
+    half = network_policy_setting({"RIVERLOG_OPERATOR_NAMESPACE": "ops", "RIVERLOG_OPERATOR_POD_SELECTOR": " "})
+    assert half.peer is None and half.note.startswith("RIVERLOG_OPERATOR_POD_SELECTOR not set")
+
+
+@pytest.mark.parametrize("env, needle", [
+    ({"RIVERLOG_OPERATOR_CONNECT_NETWORK_POLICY": "maybe"}, "give true or false"),
+    ({"RIVERLOG_OPERATOR_NAMESPACE": "Not_A_Namespace"}, "not a namespace name"),
+    ({"RIVERLOG_OPERATOR_POD_SELECTOR": "app"}, "'app' is not a label key=value"),
+    ({"RIVERLOG_OPERATOR_POD_SELECTOR": "a=b,,c=d"}, "'' is not a label key=value"),
+    ({"RIVERLOG_OPERATOR_POD_SELECTOR": "a=b c"}, "is not a label key=value"),
+    ({"RIVERLOG_OPERATOR_POD_SELECTOR": "Bad_Prefix/a=b"}, "is not a label key=value"),
+    ({"RIVERLOG_OPERATOR_POD_SELECTOR": "a=b,a=c"}, "label a given twice"),
+])
+def test_a_malformed_setting_stops_the_operator(env: dict[str, str], needle: str) -> None:
+    # Refused rather than guessed: the start-up handler turns it into kopf's PermanentError.
+    with pytest.raises(ValueError, match=needle):
+        network_policy_setting({**CHART_ENV, **env})
+
+
+class RecordingKube(FakeKube):
+    """Gets, applies and deletes, recorded."""
+
+    def __init__(self, objects: Mapping[tuple[str, str], dict[str, Any]]) -> None:
+        super().__init__(objects)
+        self.calls: list[tuple[str, str, str]] = []
+
+    async def apply(self, manifest: Mapping[str, Any]) -> dict[str, Any]:
+        self.calls.append(("apply", manifest["kind"], manifest["metadata"]["name"]))
+        self.objects[(manifest["kind"], manifest["metadata"]["name"])] = dict(manifest)
+        return dict(manifest)
+
+    async def delete(self, kind: str, name: str, namespace: str | None = None, *,
+                     preconditions: Mapping[str, str] | None = None) -> bool:
+        self.calls.append(("delete", kind, f"{name} {dict(preconditions or {})}"))
+        return self.objects.pop((kind, name), None) is not None
+
+
+def test_the_workers_get_the_policy_or_lose_the_one_they_own() -> None:
+    from riverlog_operator.builders.connect import ConnectInputs
+    from riverlog_operator.connect_model import ConnectSpec
+
+    ref = worker_ref("Connect", {"metadata": {"name": "etl", "namespace": "ns", "uid": "u-1"}})
+    spec = ConnectSpec.from_dict({"bootstrapServers": "k:9092"})
+
+    def reconcile(fake: RecordingKube, peer: OperatorPeer | None) -> None:
+        run(reconcile_workers(cast(KubeApi, fake), ref, 1, [spec.endpoint],
+                              lambda endpoints, version: ConnectInputs(ref, spec, "c:x", endpoints[0]), peer))
+
+    peer = network_policy_setting(CHART_ENV).peer
+    fake = RecordingKube({})
+    reconcile(fake, peer)
+    assert [c[1] for c in fake.calls] == ["ConfigMap", "Service", "NetworkPolicy", "Deployment",
+                                          "PodDisruptionBudget"]
+    made = fake.objects[("NetworkPolicy", "etl-connect-api")]
+    made["metadata"]["uid"] = "np-1"  # as the API server stores it
+    # Off (or outside the cluster): the policy this Connect owns is deleted, nothing else applied
+    # in its place; uid precondition, so never a policy made meanwhile under that name.
+    fake.calls.clear()
+    reconcile(fake, None)
+    assert fake.calls[0] == ("delete", "NetworkPolicy", "etl-connect-api {'uid': 'np-1'}")
+    assert "NetworkPolicy" not in [c[1] for c in fake.calls[1:]]
+    # Gone, or someone else's policy of that name: left alone.
+    fake.calls.clear()
+    reconcile(fake, None)
+    fake.objects[("NetworkPolicy", "etl-connect-api")] = {"metadata": {"name": "etl-connect-api", "uid": "mine"}}
+    reconcile(fake, None)
+    assert not [c for c in fake.calls if c[0] == "delete"]
+    assert run(drop_network_policy(cast(KubeApi, fake), ref)) is False

@@ -10,7 +10,14 @@ from typing import Any
 
 import pytest
 import yaml
-from riverlog_operator.builders.connect import Endpoint, WorkerRef, build_connect, resolve_endpoint, worker_properties
+from riverlog_operator.builders.connect import (
+    Endpoint,
+    OperatorPeer,
+    WorkerRef,
+    build_connect,
+    resolve_endpoint,
+    worker_properties,
+)
 from riverlog_operator.builders.mirror import (
     CHECKPOINT_CONNECTOR,
     CONNECTORS,
@@ -157,9 +164,14 @@ def test_the_workers_belong_to_the_target_and_mount_both_clusters_credentials() 
     assert props["bootstrap.servers"] == "secured-bootstrap.kafka.svc:9095"
     assert (props["group.id"], props["config.storage.topic"]) == ("migrate-mirror", "migrate-mirror-configs")
     assert props["ssl.keystore.location"] == "/etc/riverlog-connect-credentials/target/user/keystore.pem"
-    kinds = {m["kind"]: m for m in build_connect(inputs)}
+    kinds = {m["kind"]: m for m in build_connect(inputs, OperatorPeer("ops", (("app", "op"),)))}
     assert kinds["Deployment"]["metadata"]["name"] == "migrate-mirror"
     assert kinds["Service"]["metadata"]["name"] == "migrate-mirror-api"
+    # The Mirror's REST API guarded as a Connect's: its own workers' pods and the operator's.
+    policy = kinds["NetworkPolicy"]
+    assert policy["metadata"]["name"] == "migrate-mirror-api"
+    assert policy["spec"]["podSelector"] == kinds["Deployment"]["spec"]["selector"]
+    assert policy["spec"]["ingress"][0]["from"][0] == {"podSelector": kinds["Deployment"]["spec"]["selector"]}
     assert kinds["Deployment"]["metadata"]["ownerReferences"][0]["kind"] == "Mirror"
     assert kinds["Deployment"]["metadata"]["labels"]["riverlog.dev/mirror"] == "migrate"
     pod = kinds["Deployment"]["spec"]["template"]["spec"]

@@ -46,6 +46,18 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/component: operator
 {{- end -}}
 
+{{/*
+The same labels as k=v,k=v (sorted by key): RIVERLOG_OPERATOR_POD_SELECTOR, the operator's pods
+as the NetworkPolicy guarding each Connect's and Mirror's REST API lets them in.
+*/}}
+{{- define "riverlog.operatorPodSelector" -}}
+{{- $pairs := list -}}
+{{- range $key, $value := include "riverlog.operatorSelectorLabels" . | fromYaml -}}
+{{- $pairs = append $pairs (printf "%s=%s" $key $value) -}}
+{{- end -}}
+{{- join "," $pairs -}}
+{{- end -}}
+
 {{- define "riverlog.serviceAccountName" -}}
 {{- if .Values.serviceAccount.create -}}
 {{- default (include "riverlog.operatorName" .) .Values.serviceAccount.name -}}
@@ -102,6 +114,12 @@ riverlog-operator
 - apiGroups: [policy]
   resources: [poddisruptionbudgets]
   verbs: [get, list, watch, create, patch]
+# The NetworkPolicy guarding each Connect's and Mirror's REST API: server-side apply (create
+# when absent, else patch); with connect.networkPolicy.enabled false the operator reads one
+# left from before and deletes it if the Connect or Mirror owns it (get, delete).
+- apiGroups: [networking.k8s.io]
+  resources: [networkpolicies]
+  verbs: [get, create, patch, delete]
 # Broker pods: readiness, the rack annotation (patch), rolling restarts one pod at a time
 # (delete).
 - apiGroups: [""]

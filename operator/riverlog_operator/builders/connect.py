@@ -5,8 +5,8 @@ Pure, like the Cluster builders: a ``ConnectInputs`` in (the resource's identity
 Kafka endpoint resolved from a Cluster or ``bootstrapServers`` by ``resolve_endpoint``), the
 ConfigMap with ``connect-distributed.properties`` (and the JMX exporter's rules,
 ``builders/connect_metrics.py``, unless ``spec.metrics.enabled`` is false), the REST API's
-Service (and the metrics port), the Deployment and its PodDisruptionBudget out. A Mirror's own
-workers are built here too (``builders/mirror.py``).
+Service (and the metrics port), the NetworkPolicy guarding that API, the Deployment and its
+PodDisruptionBudget out. A Mirror's own workers are built here too (``builders/mirror.py``).
 
 Credentials never go into the ConfigMap. Each Kafka endpoint's Secrets are mounted under
 ``/etc/riverlog-connect-credentials/<endpoint>/`` (``user/password``, ``user/keystore.pem``,
@@ -60,6 +60,8 @@ POD_IP_ENV = "RIVERLOG_CONNECT_POD_IP"
 CREDENTIALS_ANNOTATION = "riverlog.dev/credentials-version"
 # The endpoint name of a Connect's Kafka (a Mirror's workers have "target" and "source").
 DEFAULT_ENDPOINT = "kafka"
+# The label the API server puts on every namespace (its name): how a NetworkPolicy names one.
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 
 JSON_CONVERTER = "org.apache.kafka.connect.json.JsonConverter"
 DIRECTORY_PROVIDER = "org.apache.kafka.common.config.provider.DirectoryConfigProvider"
@@ -89,6 +91,19 @@ class WorkerRef:
     def base(self) -> str:
         """The prefix of every name: ``<name>-connect`` or ``<name>-mirror``."""
         return f"{self.name}-{self.kind.lower()}"
+
+
+@dataclass(frozen=True)
+class OperatorPeer:
+    """The operator's own pods as a NetworkPolicy names them: their namespace and labels (the
+    chart tells the operator both, ``handlers/common.py``)."""
+
+    namespace: str
+    pod_labels: tuple[tuple[str, str], ...]  # never empty: an empty selector would be every pod
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return dict(self.pod_labels)
 
 
 @dataclass(frozen=True)
@@ -258,6 +273,11 @@ def pdb_name(ref: WorkerRef) -> str:
     return ref.base
 
 
+def network_policy_name(ref: WorkerRef) -> str:
+    # Named after the API it guards (the Service's name).
+    return f"{ref.base}-api"
+
+
 def rest_url(ref: WorkerRef) -> str:
     """The REST API inside the cluster (``status.restApi``; what the handlers call)."""
     return f"http://{api_service_name(ref)}.{ref.namespace}.svc:{REST_PORT}"
@@ -413,6 +433,36 @@ def build_api_service(inputs: ConnectInputs) -> dict[str, Any]:
     }
 
 
+def build_network_policy(inputs: ConnectInputs, operator_peer: OperatorPeer) -> dict[str, Any]:
+    """Who may reach the workers' pods, as Strimzi does for a KafkaConnect: the REST API has no
+    authentication, and whoever can call it can run a connector that reads the credentials
+    mounted into the workers and writes them to a topic. So its port is open only to the
+    workers themselves (a worker forwards requests it cannot serve to the group's leader) and to
+    the operator's pods; the metrics port, which only reads, to anyone. Any other port of the
+    pods is closed (the policy isolates them for ingress). NetworkPolicies add up: a user lets
+    other clients in with a policy of their own selecting the same pods (docs/design-notes.md)."""
+    ref = inputs.ref
+    rest_from: list[dict[str, Any]] = [
+        # A podSelector alone means pods of the policy's own namespace.
+        {"podSelector": {"matchLabels": selector_labels(ref)}},
+        # Both selectors in one peer: pods with these labels in that namespace only (as two peers
+        # they would allow every pod of the namespace, and such pods in every namespace).
+        {"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: operator_peer.namespace}},
+         "podSelector": {"matchLabels": operator_peer.labels}},
+    ]
+    ingress: list[dict[str, Any]] = [{"ports": [{"protocol": "TCP", "port": REST_PORT}], "from": rest_from}]
+    if inputs.spec.metrics_enabled:
+        # No "from": any source (Prometheus runs wherever its users put it).
+        ingress.append({"ports": [{"protocol": "TCP", "port": METRICS_PORT}]})
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": metadata(ref, network_policy_name(ref)),
+        "spec": {"podSelector": {"matchLabels": selector_labels(ref)}, "policyTypes": ["Ingress"],
+                 "ingress": ingress},
+    }
+
+
 def _secret_volume(name: str, ref: SecretKeyRef, path: str) -> dict[str, Any]:
     # Only the key the worker needs, readable by its group only (fsGroup).
     return {"name": name, "secret": {"secretName": ref.name, "items": [{"key": ref.key, "path": path}],
@@ -538,7 +588,10 @@ def build_pdb(inputs: ConnectInputs) -> dict[str, Any]:
             "spec": {"maxUnavailable": 1, "selector": {"matchLabels": selector_labels(inputs.ref)}}}
 
 
-def build_connect(inputs: ConnectInputs) -> list[dict[str, Any]]:
+def build_connect(inputs: ConnectInputs, operator_peer: OperatorPeer | None) -> list[dict[str, Any]]:
     """Every manifest of a Connect (or a Mirror's workers), in the order they are applied (what
-    the pods mount first)."""
-    return [build_config_map(inputs), build_api_service(inputs), build_deployment(inputs), build_pdb(inputs)]
+    the pods mount first; the NetworkPolicy before the pods, so none ever serves unguarded).
+    No ``operator_peer`` (the operator does not know where its pods are, or the policy is turned
+    off): no NetworkPolicy."""
+    guard = [build_network_policy(inputs, operator_peer)] if operator_peer is not None else []
+    return [build_config_map(inputs), build_api_service(inputs), *guard, build_deployment(inputs), build_pdb(inputs)]

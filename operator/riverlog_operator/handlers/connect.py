@@ -1,5 +1,6 @@
 """Reconcile a Connect (issue #19): resolve its Kafka endpoint, apply the workers' ConfigMap,
-REST Service, Deployment and PDB (``builders/connect.py``), and report the Deployment's state.
+REST Service, the NetworkPolicy guarding that API, Deployment and PDB (``builders/connect.py``),
+and report the Deployment's state.
 
 The worker side here (``reconcile_workers``) serves a Mirror's own workers too
 (``handlers/mirror.py``). Credentials are mounted from Secrets; their data is hashed into the
@@ -21,9 +22,11 @@ from ..builders.connect import (
     ConnectInputs,
     Endpoint,
     EndpointError,
+    OperatorPeer,
     WorkerRef,
     build_connect,
     deployment_name,
+    network_policy_name,
     resolve_endpoint,
     rest_url,
     selector_string,
@@ -153,11 +156,29 @@ def _counts(deployment: Mapping[str, Any] | None) -> tuple[int, int]:
     return int(status.get("replicas") or 0), int(status.get("readyReplicas") or 0)
 
 
+async def drop_network_policy(api: KubeApi, ref: WorkerRef) -> bool:
+    """Delete the workers' NetworkPolicy when this resource owns one (made while the operator had
+    policies on): with them off, one left behind would still isolate the workers. A policy of
+    that name the resource does not own is someone else's and stays. True when one went."""
+    found = await api.get("NetworkPolicy", network_policy_name(ref), ref.namespace)
+    if found is None or ref.uid not in {o.get("uid") for o in found["metadata"].get("ownerReferences") or []}:
+        return False
+    # The uid precondition: never a policy made meanwhile by someone else under that name.
+    deleted = await api.delete("NetworkPolicy", network_policy_name(ref), ref.namespace,
+                               preconditions={"uid": found["metadata"]["uid"]})
+    if deleted:
+        log.info("%s %s/%s: deleted NetworkPolicy %s (Connect NetworkPolicies are off)", ref.kind, ref.namespace,
+                 ref.name, network_policy_name(ref))
+    return deleted
+
+
 async def reconcile_workers(api: KubeApi, ref: WorkerRef, desired: int, endpoint_specs: Sequence[KafkaEndpointSpec],
-                            make_inputs: Callable[[Sequence[Endpoint], str | None], ConnectInputs]) -> Workers:
+                            make_inputs: Callable[[Sequence[Endpoint], str | None], ConnectInputs],
+                            operator_peer: OperatorPeer | None) -> Workers:
     """Resolve the endpoints, apply the workers' manifests and read the Deployment back.
     ``make_inputs`` builds the builder's inputs from the resolved endpoints (in the order of
-    ``endpoint_specs``) and the credentials version."""
+    ``endpoint_specs``) and the credentials version; ``operator_peer`` the operator's pods the
+    REST API's NetworkPolicy lets in (None: no policy, and one left from before is deleted)."""
     try:
         endpoints = [await resolve(api, spec, ref.namespace) for spec in endpoint_specs]
     except SpecProblem as exc:
@@ -167,7 +188,9 @@ async def reconcile_workers(api: KubeApi, ref: WorkerRef, desired: int, endpoint
     inputs = make_inputs(endpoints, version)
     deployment: dict[str, Any] | None = None
     try:
-        for manifest in build_connect(inputs):
+        if operator_peer is None:
+            await drop_network_policy(api, ref)
+        for manifest in build_connect(inputs, operator_peer):
             applied = await api.apply(manifest)
             if manifest["kind"] == "Deployment":
                 deployment = applied
@@ -199,7 +222,8 @@ async def connector_plugins(url: str) -> list[dict[str, str]] | None:
             for p in found]
 
 
-async def reconcile_connect(api: KubeApi, body: Mapping[str, Any], default_image: str) -> None:
+async def reconcile_connect(api: KubeApi, body: Mapping[str, Any], default_image: str,
+                            operator_peer: OperatorPeer | None) -> None:
     meta = body["metadata"]
     name, namespace = meta["name"], meta["namespace"]
     generation = int(meta.get("generation") or 0)
@@ -210,7 +234,7 @@ async def reconcile_connect(api: KubeApi, body: Mapping[str, Any], default_image
     workers = await reconcile_workers(
         api, ref, spec.replicas, [spec.endpoint],
         lambda endpoints, version: ConnectInputs(ref, spec, default_image, endpoints[0],
-                                                 credentials_version=version))
+                                                 credentials_version=version), operator_peer)
     status = workers.status(ref, generation, *workers.ready_condition(), previous)
     if workers.problem is None and workers_reachable(body, workers.ready):
         plugins = await connector_plugins(rest_url_of(body, ref))

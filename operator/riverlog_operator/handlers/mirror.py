@@ -11,6 +11,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from ..builders.connect import OperatorPeer
 from ..builders.mirror import CHECKPOINT_CONNECTOR, CONNECTORS, mirror_connector_configs, mirror_worker_inputs
 from ..connect_model import STATE_RUNNING, ConnectorSpec, MirrorSpec
 from ..connect_rest import ConnectRest, ConnectRestError, ConnectUnreachable
@@ -29,7 +30,8 @@ def connector_spec(mirror: str, config: Mapping[str, str]) -> ConnectorSpec:
                          config={k: v for k, v in config.items() if k not in OWN_FIELDS}, state=STATE_RUNNING)
 
 
-async def reconcile_mirror(api: KubeApi, body: Mapping[str, Any], default_image: str) -> None:
+async def reconcile_mirror(api: KubeApi, body: Mapping[str, Any], default_image: str,
+                           operator_peer: OperatorPeer | None) -> None:
     meta = body["metadata"]
     name, namespace = meta["name"], meta["namespace"]
     generation = int(meta.get("generation") or 0)
@@ -42,7 +44,7 @@ async def reconcile_mirror(api: KubeApi, body: Mapping[str, Any], default_image:
     workers = await reconcile_workers(
         api, ref, spec.replicas, [spec.source.endpoint, spec.target.endpoint],
         lambda endpoints, version: mirror_worker_inputs(ref, spec, endpoints[0], endpoints[1], default_image,
-                                                        version))
+                                                        version), operator_peer)
     ok, reason, message = workers.ready_condition()
     states: dict[str, str] = {}
     retry: str | None = None
