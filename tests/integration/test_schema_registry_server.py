@@ -2,8 +2,7 @@
 ``SchemaRegistryClient`` and by raw HTTP. Expectations are Confluent Schema Registry's documented
 answers (API reference and the schema deletion guide).
 
-The schemas are Avro-shaped JSON: the registry parses them with the real Avro module once it is
-in the tree, and with the tests' stand-in format until then (``support/sr_toy_format.py``).
+The schemas are Avro, parsed by the registry's Avro format.
 """
 
 from __future__ import annotations
@@ -17,8 +16,8 @@ from pathlib import Path
 import pytest
 from confluent_kafka.schema_registry import Schema, SchemaReference, SchemaRegistryClient
 from confluent_kafka.schema_registry.error import SchemaRegistryError
-from support.brokers import BrokerProcess, riverlog_env
-from support.sr_registry import RegistryProcess, http
+from support.brokers import riverlog_env
+from support.sr_registry import RegistryProcess, broker_with_registry, http
 
 pytestmark = pytest.mark.integration
 
@@ -34,17 +33,8 @@ V2_BREAKING = record("Order", {"name": "id", "type": "long"}, {"name": "note", "
 
 @pytest.fixture(scope="module")
 def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RegistryProcess]:
-    base: Path = tmp_path_factory.mktemp("schema_registry_server")
-    broker = BrokerProcess(base / "broker", name="broker", overrides={"group.initial.rebalance.delay.ms": "0"})
-    process = RegistryProcess(base / "registry", broker.bootstrap)
-    try:
-        broker.start()
-        process.start()
-        process.wait_writer_elected()
+    with broker_with_registry(tmp_path_factory.mktemp("schema_registry_server")) as process:
         yield process
-    finally:
-        process.stop()
-        broker.close()
 
 
 @pytest.fixture

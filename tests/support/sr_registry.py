@@ -7,18 +7,19 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from support.brokers import free_port, riverlog_env
+from support.brokers import BrokerProcess, free_port, riverlog_env
 from support.process_control import SignalledProcess
 
-MAIN = Path(__file__).resolve().parent / "sr_registry_main.py"
 V1_JSON = "application/vnd.schemaregistry.v1+json"
 
 
 class RegistryProcess(SignalledProcess):
-    """``riverlog schema-registry`` on a free loopback port (with the tests' schema parser)."""
+    """``riverlog schema-registry`` on a free loopback port."""
 
     def __init__(self, workdir: Path, bootstrap: str, *, name: str = "registry", topic: str = "_schemas",
                  extra: dict[str, str] | None = None) -> None:
@@ -36,7 +37,7 @@ class RegistryProcess(SignalledProcess):
         return f"http://127.0.0.1:{self.port}"
 
     def start(self, timeout: float = 60.0) -> RegistryProcess:
-        cmd = [sys.executable, str(MAIN), "schema-registry", "--bootstrap-server", self.bootstrap,
+        cmd = [sys.executable, "-m", "riverlog", "schema-registry", "--bootstrap-server", self.bootstrap,
                "--listeners", self.url, "--set", f"kafkastore.topic={self.topic}"]
         for key, value in self.extra.items():
             cmd += ["--set", f"{key}={value}"]
@@ -91,3 +92,18 @@ def http(url: str, method: str, path: str, body: object = None, *, raw: bytes | 
         return status, json.loads(payload)
     except ValueError:
         return status, payload.decode(errors="replace")
+
+
+@contextmanager
+def broker_with_registry(base: Path) -> Iterator[RegistryProcess]:
+    """One broker and one registry on it, its writer elected; both stopped on exit."""
+    broker = BrokerProcess(base / "broker", name="broker", overrides={"group.initial.rebalance.delay.ms": "0"})
+    process = RegistryProcess(base / "registry", broker.bootstrap)
+    try:
+        broker.start()
+        process.start()
+        process.wait_writer_elected()
+        yield process
+    finally:
+        process.stop()
+        broker.close()

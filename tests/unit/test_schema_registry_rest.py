@@ -19,7 +19,6 @@ from riverlog.schema_registry.metrics import RegistryMetrics
 from riverlog.schema_registry.rest import FORWARDED_HEADER, V1_JSON, AlwaysWriter, RestApi
 from riverlog.schema_registry.service import InMemoryLog, Registry
 from riverlog.schema_registry.store import Store
-from support.sr_toy_format import parse_for_tests
 
 pytestmark = pytest.mark.unit
 
@@ -38,7 +37,7 @@ USER_V2_REQUIRED = record(("id", "long"), ("email", "string"))
 
 def make_api(store: Store | None = None, max_body: int = 64 * 1024) -> RestApi:
     store = store or Store()
-    registry = Registry(store, InMemoryLog(store), parser=parse_for_tests)
+    registry = Registry(store, InMemoryLog(store))
     return RestApi(registry, AlwaysWriter(), RegistryMetrics(), cluster_id="c1", group_id="sr", max_body=max_body)
 
 
@@ -360,7 +359,7 @@ def test_a_follower_forwards_writes_and_answers_as_the_writer_did() -> None:
         writer = make_api(store)
         async with TestServer(writer.app()) as writer_server:
             role = _Follower(str(writer_server.make_url("/")))
-            registry = Registry(store, InMemoryLog(store), parser=parse_for_tests)
+            registry = Registry(store, InMemoryLog(store))
             follower = RestApi(registry, role, RegistryMetrics())
             async with TestClient(TestServer(follower.app())) as c:
                 assert await register(c, "s", USER_V1) == 1
