@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -26,22 +26,11 @@ from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, Proto
 from confluent_kafka.serialization import MessageField, SerializationContext, SerializationError
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import Message
-from support.sr_registry import RegistryProcess, broker_with_registry
+from support.sr_registry import RegistryProcess
 
 pytestmark = pytest.mark.integration
 
 COUNT = 20  # records per schema version
-
-
-@pytest.fixture(scope="module")
-def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RegistryProcess]:
-    with broker_with_registry(tmp_path_factory.mktemp("schema_registry_serializers")) as process:
-        yield process
-
-
-@pytest.fixture
-def client(registry: RegistryProcess) -> SchemaRegistryClient:
-    return SchemaRegistryClient({"url": registry.url})
 
 
 def produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
@@ -69,12 +58,15 @@ def consume(bootstrap: str, topic: str, count: int) -> list[bytes]:
     return out
 
 
-def round_trip(registry: RegistryProcess, topic: str, batches: list[tuple[Callable[[Any, SerializationContext], bytes],
-                                                                          list[Any]]]) -> list[bytes]:
+Serializer = Callable[[Any, SerializationContext], bytes]
+
+
+def round_trip(schema_registry: RegistryProcess, topic: str,
+               batches: list[tuple[Serializer, list[Any]]]) -> list[bytes]:
     """Serialize every batch with its serializer into ``topic``; read the raw records back."""
     context = SerializationContext(topic, MessageField.VALUE)
     values = [serialize(item, context) for serialize, items in batches for item in items]
-    bootstrap = registry.bootstrap
+    bootstrap = schema_registry.bootstrap
     produce(bootstrap, topic, values)
     return consume(bootstrap, topic, len(values))
 
@@ -92,23 +84,24 @@ AVRO_V2 = {**AVRO_V1, "fields": [*AVRO_V1["fields"], {"name": "qty", "type": "in
 AVRO_V3_BREAKING = {**AVRO_V1, "fields": [{"name": "id", "type": "string"}]}
 
 
-def test_avro_serializers_round_trip_and_evolve(registry: RegistryProcess, client: SchemaRegistryClient) -> None:
+def test_avro_serializers_round_trip_and_evolve(schema_registry: RegistryProcess,
+                                                registry_client: SchemaRegistryClient) -> None:
     topic = "orders-avro"
-    v1 = AvroSerializer(client, json.dumps(AVRO_V1))
-    v2 = AvroSerializer(client, json.dumps(AVRO_V2))
+    v1 = AvroSerializer(registry_client, json.dumps(AVRO_V1))
+    v2 = AvroSerializer(registry_client, json.dumps(AVRO_V2))
     old = [{"id": i, "item": f"book-{i}"} for i in range(COUNT)]
     new = [{"id": COUNT + i, "item": f"pen-{i}", "qty": i + 2} for i in range(COUNT)]
-    raw = round_trip(registry, topic, [(v1, old), (v2, new)])
+    raw = round_trip(schema_registry, topic, [(v1, old), (v2, new)])
     context = SerializationContext(topic, MessageField.VALUE)
     # With the writer's schema (each record's id), and with v2 as the reader: v1 records get the default.
-    as_written = AvroDeserializer(client)
+    as_written = AvroDeserializer(registry_client)
     assert [as_written(r, context) for r in raw] == old + new
-    as_v2 = AvroDeserializer(client, json.dumps(AVRO_V2))
+    as_v2 = AvroDeserializer(registry_client, json.dumps(AVRO_V2))
     assert [as_v2(r, context) for r in raw] == [{**o, "qty": 1} for o in old] + new
     assert len({schema_id(r) for r in raw}) == 2
-    assert client.get_versions(f"{topic}-value") == [1, 2]
+    assert registry_client.get_versions(f"{topic}-value") == [1, 2]
     with pytest.raises((SerializationError, SchemaRegistryError), match="409|ncompatible"):
-        AvroSerializer(client, json.dumps(AVRO_V3_BREAKING))({"id": "x"}, context)
+        AvroSerializer(registry_client, json.dumps(AVRO_V3_BREAKING))({"id": "x"}, context)
 
 
 # --- Protobuf ----------------------------------------------------------------------------------
@@ -130,24 +123,25 @@ def order_class(file_name: str, with_note: bool) -> type[Message]:
     return cls
 
 
-def test_protobuf_serializers_round_trip_and_evolve(registry: RegistryProcess, client: SchemaRegistryClient) -> None:
+def test_protobuf_serializers_round_trip_and_evolve(schema_registry: RegistryProcess,
+                                                    registry_client: SchemaRegistryClient) -> None:
     topic = "orders-protobuf"
     order_v1, order_v2 = order_class("order.proto", False), order_class("order.proto", True)
     conf = {"use.deprecated.format": False}
-    v1 = ProtobufSerializer(order_v1, client, conf)
-    v2 = ProtobufSerializer(order_v2, client, conf)
+    v1 = ProtobufSerializer(order_v1, registry_client, conf)
+    v2 = ProtobufSerializer(order_v2, registry_client, conf)
     old = [order_v1(id=i, item=f"book-{i}") for i in range(COUNT)]
     new = [order_v2(id=COUNT + i, item=f"pen-{i}", note=f"n{i}") for i in range(COUNT)]
-    raw = round_trip(registry, topic, [(v1, old), (v2, new)])
+    raw = round_trip(schema_registry, topic, [(v1, old), (v2, new)])
     context = SerializationContext(topic, MessageField.VALUE)
-    reader = ProtobufDeserializer(order_v2, conf, client)
+    reader = ProtobufDeserializer(order_v2, conf, registry_client)
     read = [reader(r, context) for r in raw]
     assert [(m.id, m.item, m.note) for m in read] == [(m.id, m.item, "") for m in old] + [
         (m.id, m.item, m.note) for m in new]
     assert len({schema_id(r) for r in raw}) == 2
-    assert client.get_versions(f"{topic}-value") == [1, 2]
+    assert registry_client.get_versions(f"{topic}-value") == [1, 2]
     # The registry gives the schema back as text, and as the descriptor the deserializer asks for.
-    latest = client.get_latest_version(f"{topic}-value")
+    latest = registry_client.get_latest_version(f"{topic}-value")
     assert latest.schema.schema_type == "PROTOBUF" and "string note = 3;" in latest.schema.schema_str
     # id changed from int64 to string: a kind change Confluent's rules refuse.
     proto = descriptor_pb2.FileDescriptorProto(name="order.proto", package="shop", syntax="proto3")
@@ -158,7 +152,7 @@ def test_protobuf_serializers_round_trip_and_evolve(registry: RegistryProcess, c
     pool.Add(proto)
     breaking = message_factory.GetMessageClass(pool.FindMessageTypeByName("shop.Order"))
     with pytest.raises((SerializationError, SchemaRegistryError), match="409|ncompatible"):
-        ProtobufSerializer(breaking, client, conf)(breaking(id="x"), context)
+        ProtobufSerializer(breaking, registry_client, conf)(breaking(id="x"), context)
 
 
 # --- JSON Schema -------------------------------------------------------------------------------
@@ -170,20 +164,20 @@ JSON_V2 = {**JSON_V1, "properties": {**JSON_V1["properties"], "note": {"type": "
 JSON_V3_BREAKING = {**JSON_V1, "properties": {"id": {"type": "string"}, "item": {"type": "string"}}}
 
 
-def test_json_schema_serializers_round_trip_and_evolve(registry: RegistryProcess,
-                                                       client: SchemaRegistryClient) -> None:
+def test_json_schema_serializers_round_trip_and_evolve(schema_registry: RegistryProcess,
+                                                       registry_client: SchemaRegistryClient) -> None:
     topic = "orders-json"
-    v1 = JSONSerializer(json.dumps(JSON_V1), client)
-    v2 = JSONSerializer(json.dumps(JSON_V2), client)
+    v1 = JSONSerializer(json.dumps(JSON_V1), registry_client)
+    v2 = JSONSerializer(json.dumps(JSON_V2), registry_client)
     old = [{"id": i, "item": f"book-{i}"} for i in range(COUNT)]
     new = [{"id": COUNT + i, "item": f"pen-{i}", "note": f"n{i}"} for i in range(COUNT)]
-    raw = round_trip(registry, topic, [(v1, old), (v2, new)])
+    raw = round_trip(schema_registry, topic, [(v1, old), (v2, new)])
     context = SerializationContext(topic, MessageField.VALUE)
     # The v2 reader validates every record, v1's included (a closed model that only gained an
     # optional property accepts them).
-    reader = JSONDeserializer(json.dumps(JSON_V2), schema_registry_client=client)
+    reader = JSONDeserializer(json.dumps(JSON_V2), schema_registry_client=registry_client)
     assert [reader(r, context) for r in raw] == old + new
     assert len({schema_id(r) for r in raw}) == 2
-    assert client.get_versions(f"{topic}-value") == [1, 2]
+    assert registry_client.get_versions(f"{topic}-value") == [1, 2]
     with pytest.raises((SerializationError, SchemaRegistryError), match="409|ncompatible"):
-        JSONSerializer(json.dumps(JSON_V3_BREAKING), client)({"id": "x", "item": "y"}, context)
+        JSONSerializer(json.dumps(JSON_V3_BREAKING), registry_client)({"id": "x", "item": "y"}, context)
