@@ -10,7 +10,8 @@ from dataclasses import dataclass
 class Goal:
     """``ratio_min``: Riverlog/Kafka must be at least this; ``ratio_max``: at most this (latency,
     CPU per GB); ``riverlog_max``: Riverlog's own median at most this (an absolute goal, e.g.
-    failover ≤ 2 s)."""
+    failover ≤ 2 s); ``riverlog_min``: Riverlog's own median at least this (a rate below which
+    something has regressed: the schema registry's, which has no Kafka to compare with)."""
 
     kind: str
     value: float
@@ -20,11 +21,15 @@ class Goal:
             return f">= {self.value:g}x"
         if self.kind == "ratio_max":
             return f"<= {self.value:g}x"
+        if self.kind == "riverlog_min":
+            return f">= {self.value:g} {unit}"
         return f"<= {self.value:g} {unit}"
 
     def met(self, riverlog: float | None, ratio: float | None) -> bool | None:
         if self.kind == "riverlog_max":
             return None if riverlog is None else riverlog <= self.value
+        if self.kind == "riverlog_min":
+            return None if riverlog is None else riverlog >= self.value
         if ratio is None:
             return None
         return ratio >= self.value if self.kind == "ratio_min" else ratio <= self.value
@@ -46,6 +51,8 @@ class Metric:
 AT_LEAST_KAFKA = Goal("ratio_min", 1.0)
 # Issue #15: consumer catch-up at no more than half of Kafka's broker CPU per GB.
 HALF_KAFKA_CPU = Goal("ratio_max", 0.5)
+
+
 
 CPU_PER_GB = "cpu_s_per_gb"
 CPU_S = "cpu_s"

@@ -33,6 +33,9 @@ def run_suite(workloads: Sequence[Workload], systems: Sequence[str], rounds: int
         states: dict[str, Any] = {}
         try:
             for system in systems:
+                if not workload.runs_on(system):
+                    log(f"{workload.key} {system}: skipped ({workload.key} runs on {', '.join(workload.only_systems)})")
+                    continue
                 if type(workload).prepare is not Workload.prepare:
                     log(f"{workload.key} {system}: preparing")
                 try:

@@ -1,4 +1,5 @@
-"""Workload sizes: ``full`` is the benchmark of issues #8, #15, #16 (W12) and #19 (M1, M1E),
+"""Workload sizes: ``full`` is the benchmark of issues #8, #15, #16 (W12), #19 (M1, M1E) and #20
+(SR1, SR1I, SR2),
 ``smoke`` a tiny run that only proves the harness works end to end (its numbers mean nothing)."""
 
 from __future__ import annotations
@@ -45,6 +46,14 @@ class Scale:
     m1_records: int
     m1_partitions: int
     m1_tasks: int
+    # SR1, SR1I and SR2 (issue #20): the schema registry. sr_subjects new schemas registered (and
+    # registered again), sr_lookups requests in each read phase, from sr_clients concurrent HTTP
+    # clients; SR2 round-trips sr_serde_records records per format. sr_seed picks the lookups.
+    sr_subjects: int
+    sr_lookups: int
+    sr_clients: int
+    sr_serde_records: int
+    sr_seed: int
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -67,6 +76,9 @@ FULL = Scale(
     # 1 GB: about half a minute of copying at the rates MirrorMaker 2 reached on this machine,
     # long enough that the connector's own start (topic creation, task start) is a small part.
     m1_records=1_000_000, m1_partitions=8, m1_tasks=8,
+    # Each phase a few seconds at the rates measured on this machine (2026-11-26: some hundred
+    # writes/s, some thousand reads/s; the JSON Schema serializer's validation about 10k records/s).
+    sr_subjects=1_000, sr_lookups=10_000, sr_clients=8, sr_serde_records=50_000, sr_seed=20,
 )
 
 SMOKE = Scale(
@@ -86,6 +98,7 @@ SMOKE = Scale(
     omb_rate_mb=1.0, omb_seconds=1.0, omb_step_s=0.5,
     omb_search_start_mb=1.0, omb_search_factor=2.0, omb_search_steps=2, omb_latency_limit_ms=1000.0,
     m1_records=2_000, m1_partitions=8, m1_tasks=2,
+    sr_subjects=20, sr_lookups=50, sr_clients=4, sr_serde_records=200, sr_seed=20,
 )
 
 SCALES = {"full": FULL, "smoke": SMOKE}

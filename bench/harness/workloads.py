@@ -1,5 +1,6 @@
 """W1–W8 of issue #8, W9–W11 and the OMB-style O16x1, O16x4, O100x1, O100x4 of issue #15, W12 of
-issue #16 (transactions), M1 and M1E of issue #19 (MirrorMaker 2). Each
+issue #16 (transactions), M1 and M1E of issue #19 (MirrorMaker 2), SR1, SR1I and SR2 of issue #20
+(the schema registry). Each
 workload runs one measurement against one system and returns its values; the runner alternates
 systems and repeats rounds. A workload may prepare state once per system (W7's 10 GB log) that
 its rounds then reuse.
@@ -18,9 +19,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness import clients, latency, mirror, omb, perftools, resources, systems, txn
+from harness import clients, latency, mirror, omb, perftools, registry, resources, serde, systems, txn
 from harness import secure as secure_harness
-from harness.metrics import AT_LEAST_KAFKA, HALF_KAFKA_CPU, Goal, Metric, perf_cpu_metric, resource_metrics
+from harness.metrics import (
+    AT_LEAST_KAFKA,
+    HALF_KAFKA_CPU,
+    Goal,
+    Metric,
+    perf_cpu_metric,
+    resource_metrics,
+)
 from harness.scale import Scale
 
 TOPIC = "bench"
@@ -33,6 +41,12 @@ class Workload:
     key: str
     title: str
     metrics: list[Metric] = field(default_factory=list)
+    # The systems it can run on, when not every one (SR1I: a registry inside the broker is
+    # Riverlog's alone); the runner skips the others and their column stays empty.
+    only_systems: tuple[str, ...] = ()
+
+    def runs_on(self, system: str) -> bool:
+        return not self.only_systems or system in self.only_systems
 
     def prepare(self, system: str, workdir: Path, scale: Scale) -> Any:
         """State shared by all rounds of one system (default: none)."""
@@ -471,6 +485,94 @@ class M1(Workload):
                 "worker_rss_peak_mib": worker_rss, **meter.values(n * size)}
 
 
+class SR1(Workload):
+    """The schema registry's REST API (issue #20, acceptance 7; ``harness/registry.py``): requests/s,
+    p50 and p99 of registering new schemas, registering them again, and three lookups and a
+    compatibility check, from ``sr_clients`` concurrent clients. Standalone (SR1: ``riverlog
+    schema-registry`` on a broker of either system, the Kafka column the same registry on Apache
+    Kafka) or inside the broker (SR1I, Riverlog only). Measured phase: the six request phases;
+    the broker's and the registry's start and the writer's election come before."""
+
+    def __init__(self, in_broker: bool = False) -> None:
+        where = "inside the Riverlog broker" if in_broker else "standalone (riverlog schema-registry) on a broker"
+        titles = {"register_new": "registrations/s, new schemas", "register_existing": "registrations/s, existing",
+                  "get_by_id": "GET /schemas/ids/{id}/s", "get_latest": "GET versions/latest/s",
+                  "lookup": "POST /subjects/{s} lookups/s", "compatibility": "compatibility checks/s"}
+        rates = [Metric(f"{phase}_s", label, "requests/s", True, Goal("riverlog_min", SR_HEALTHY[phase]),
+                        panel="requests/s") for phase, label in titles.items()]
+        latencies = [Metric(f"{phase}_{q}_ms", f"{phase} {q}", "ms", False, panel="latency")
+                     for phase in titles for q in ("p50", "p99")]
+        super().__init__("SR1I" if in_broker else "SR1", f"schema registry REST API, Avro, {where}", [
+            *rates, *latencies, *_registry_metrics(in_broker), *resource_metrics(per_gb=False),
+        ], only_systems=("riverlog",) if in_broker else ())
+        self.in_broker = in_broker
+
+    def run(self, system: str, workdir: Path, scale: Scale, state: Any) -> Values:
+        started = registry.in_broker(workdir) if self.in_broker else registry.standalone(system, workdir)
+        with started as reg, _meter(reg.broker) as meter, resources.Meter(lambda: [reg.pid()]) as own:
+            values = registry.run_phases(reg.url, scale.sr_subjects, scale.sr_lookups, scale.sr_clients,
+                                         scale.sr_seed)
+        return {**values, **_registry_values(own, self.in_broker), **meter.values(None)}
+
+
+# What a healthy registry answers at least, on the 2-core machines these runs use (under the rates
+# of 2026-11-26's loaded run, see docs/benchmarks.md): below it, something has regressed. Writes
+# are one at a time (the registry's write lock, acks=all, read back); reads are memory lookups.
+SR_HEALTHY = {"register_new": 50.0, "register_existing": 500.0, "get_by_id": 500.0, "get_latest": 500.0,
+              "lookup": 300.0, "compatibility": 200.0}
+SERDE_HEALTHY = {"avro": 5_000.0, "protobuf": 5_000.0, "json": 1_000.0}
+
+
+def _registry_metrics(in_broker: bool) -> list[Metric]:
+    if in_broker:  # the registry is the broker's process: its CPU and memory are the broker's rows
+        return []
+    return [Metric("registry_cpu_s", "registry CPU over the phase", "s", False, resource=True),
+            Metric("registry_rss_peak_mib", "registry RSS, peak", "MiB", False, resource=True)]
+
+
+def _registry_values(meter: resources.Meter, in_broker: bool) -> Values:
+    if in_broker:
+        return {}
+    return {"registry_cpu_s": meter.cpu_seconds(), "registry_rss_peak_mib": meter.rss_values()["rss_peak_mib"]}
+
+
+class SR2(Workload):
+    """The serializer round trip (issue #20, acceptance 7; ``harness/serde.py``): confluent-kafka's
+    Avro, Protobuf and JSON Schema serializers produce ``sr_serde_records`` records each through
+    a topic of 8 partitions and their deserializers read them back, with the standalone registry
+    (the Kafka column: the same registry and clients on Apache Kafka)."""
+
+    def __init__(self) -> None:
+        metrics: list[Metric] = []
+        for fmt in serde.FORMATS:
+            metrics += [
+                Metric(f"{fmt}_records_s", f"{fmt} round trip records/s", "records/s", True,
+                       Goal("riverlog_min", SERDE_HEALTHY[fmt]), panel="round trip"),
+                Metric(f"{fmt}_produce_records_s", f"{fmt} serialize+produce records/s", "records/s", True),
+                Metric(f"{fmt}_consume_records_s", f"{fmt} consume+deserialize records/s", "records/s", True),
+                Metric(f"{fmt}_first_serialize_ms", f"{fmt} first serialize (registers)", "ms", False,
+                       panel="first calls"),
+                Metric(f"{fmt}_first_deserialize_ms", f"{fmt} first deserialize (fetches)", "ms", False,
+                       panel="first calls"),
+                Metric(f"{fmt}_serialize_us", f"{fmt} serialize, cached", "us", False, panel="cached calls"),
+                Metric(f"{fmt}_deserialize_us", f"{fmt} deserialize, cached", "us", False, panel="cached calls"),
+            ]
+        super().__init__("SR2", "serializer round trip: Avro, Protobuf, JSON Schema through a topic, standalone "
+                         "registry, 1 broker", [*metrics, *_registry_metrics(False), *resource_metrics(per_gb=False)])
+
+    def run(self, system: str, workdir: Path, scale: Scale, state: Any) -> Values:
+        n = scale.sr_serde_records
+        values: Values = {}
+        with registry.standalone(system, workdir) as reg:
+            bootstrap = reg.broker.bootstrap
+            clients.create_topics(bootstrap, {f"orders-{fmt}": PARTITIONS for fmt in serde.FORMATS})
+            with _meter(reg.broker) as meter, resources.Meter(lambda: [reg.pid()]) as own:
+                for fmt in serde.FORMATS:
+                    values.update(serde.round_trip(bootstrap, reg.url, fmt, f"orders-{fmt}", PARTITIONS, n,
+                                                   scale.sr_seed))
+        return {**values, **_registry_values(own, False), **meter.values(None)}
+
+
 CATCH_UP = "consume catch-up, 1 KiB records, 1 broker"
 W3 = CatchUp("W3", f"{CATCH_UP}, 8 partitions", lambda s: (PARTITIONS, s.w3_bytes))
 W3S = CatchUp("W3S", f"{CATCH_UP}, 8 partitions, over SASL_SSL", lambda s: (PARTITIONS, s.w3_bytes), secure=True)
@@ -481,5 +583,5 @@ OMB = [Omb(16, 1), Omb(16, 4), Omb(100, 1), Omb(100, 4)]
 
 WORKLOADS: dict[str, Workload] = {
     w.key: w for w in (W1(), W1(secure=True), W2(), W3, W3S, W4(), W5(), W6(), W7(), W8(), W9, W10, W11(), W12(), *OMB,
-                       M1(), M1(exactly_once=True))
+                       M1(), M1(exactly_once=True), SR1(), SR1(in_broker=True), SR2())
 }
