@@ -78,7 +78,7 @@ FULL = Scale(
     m1_records=1_000_000, m1_partitions=8, m1_tasks=8,
     # Each phase a few seconds at the rates measured on this machine (2026-11-26: some hundred
     # writes/s, some thousand reads/s; the JSON Schema serializer's validation about 10k records/s).
-    sr_subjects=1_000, sr_lookups=10_000, sr_clients=8, sr_serde_records=50_000, sr_seed=20,
+    sr_subjects=2_000, sr_lookups=10_000, sr_clients=8, sr_serde_records=50_000, sr_seed=20,
 )
 
 SMOKE = Scale(

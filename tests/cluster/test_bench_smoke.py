@@ -107,3 +107,39 @@ def test_smoke_run_of_every_workload_against_both_systems(tmp_path: Path) -> Non
     assert data[12:16] == b"IHDR"
     width, height = struct.unpack(">II", data[16:24])
     assert width > 100 and height > 100
+
+
+# Issue #20's schema registry workloads, Riverlog only: against Kafka they run the same registry
+# and clients (another two Kafka starts, ~20 s, for what the Riverlog run already covers), and
+# SR1I (the registry inside the broker) is the schema registry tests' embedded case.
+REGISTRY_WORKLOADS = ["SR1", "SR2"]
+
+
+def test_smoke_run_of_the_schema_registry_workloads(tmp_path: Path) -> None:
+    out, png = tmp_path / "sr.json", tmp_path / "sr.png"
+    cmd = [sys.executable, str(REPO_ROOT / "bench" / "run.py"), "--scale", "smoke", "--rounds", "1",
+           "--workloads", ",".join(REGISTRY_WORKLOADS), "--systems", "riverlog",
+           "--out", str(out), "--plot", str(png), "--base-dir", str(tmp_path)]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=240, cwd=REPO_ROOT)
+    assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout}\n{result.stderr[-8000:]}"
+
+    document = json.loads(out.read_text())
+    assert document["errors"] == []
+    runs = {r["workload"]: r["values"] for r in document["runs"]}
+    assert sorted(runs) == REGISTRY_WORKLOADS
+    for row in document["summary"]:
+        assert row["metric"] in runs[row["workload"]], row
+        assert row["kafka_median"] is None and row["ratio"] is None, row
+    # Every phase answered (a wrong answer fails the run), with its latencies; the registry's own
+    # process and the broker were sampled.
+    for phase in ("register_new", "register_existing", "get_by_id", "get_latest", "lookup", "compatibility"):
+        assert runs["SR1"][f"{phase}_s"] > 0, phase
+        assert runs["SR1"][f"{phase}_p99_ms"] >= runs["SR1"][f"{phase}_p50_ms"] > 0, phase
+    # Every format round-tripped its records; its first serializer call registered the schema.
+    for fmt in ("avro", "protobuf", "json"):
+        assert runs["SR2"][f"{fmt}_records_s"] > 0, fmt
+        assert runs["SR2"][f"{fmt}_first_serialize_ms"] > 0, fmt
+    for values in runs.values():
+        assert values["registry_rss_peak_mib"] > 0 and values["rss_peak_mib"] > 0, values
+    goals = {(row["workload"], row["metric"]): row["goal"] for row in document["summary"]}
+    assert goals[("SR1", "register_new_s")] is not None and goals[("SR2", "avro_records_s")] is not None
