@@ -135,7 +135,8 @@ spark: deps spark-deps
 # W1–W11 and the OpenMessaging-style O16x1..O100x4 against Riverlog and Apache Kafka (issues #8, #15),
 # with every broker's CPU per GB and memory: table on stdout, every run's values in
 # bench/results/latest.json, the plot in docs/benchmarks/bench.png. BENCH_ARGS adds options,
-# e.g. BENCH_ARGS="--rounds 2" or BENCH_ARGS="--workloads W1,W3".
+# e.g. BENCH_ARGS="--rounds 2" or BENCH_ARGS="--workloads W1,W3" (the schema registry's:
+# BENCH_ARGS="--workloads SR1,SR1I,SR2").
 bench: deps java-deps
 	$(BIN)/python bench/run.py --out bench/results/latest.json --plot docs/benchmarks/bench.png $(BENCH_ARGS)
 

@@ -1,10 +1,12 @@
 """Side-by-side benchmark harness: workloads W1–W8 (issue #8), W9–W11 and the OMB-style O16x1,
-O16x4, O100x1, O100x4 (issue #15) against Riverlog and Apache Kafka.
+O16x4, O100x1, O100x4 (issue #15), W12, W1S, W3S, M1, M1E and the schema registry's SR1, SR1I,
+SR2 (issue #20) against Riverlog and Apache Kafka.
 
 Modules: ``systems`` (start/stop either system with identical settings), ``clients`` (confluent-kafka
 load generators), ``perftools`` (Kafka's ProducerPerformance/ConsumerPerformance), ``latency`` (W4),
 ``omb`` (the OMB-style producer and consumer processes, fixed rate and maximum-rate search),
-``mirror`` (M1's MirrorMaker 2: connector configs, when the copy is done),
+``mirror`` (M1's MirrorMaker 2: connector configs, when the copy is done), ``registry`` (SR1's
+schema registry processes and concurrent REST clients), ``serde`` (SR2's serializer round trip),
 ``resources`` (/proc sampling of the brokers' CPU and memory around every workload),
 ``metrics`` (metrics and goals), ``workloads`` (all of them), ``scale`` (sizes), ``runner``
 (alternating rounds), ``report`` (table, JSON, medians, ratios), ``machine`` and ``plot``.

@@ -76,8 +76,8 @@ FULL = Scale(
     # 1 GB: about half a minute of copying at the rates MirrorMaker 2 reached on this machine,
     # long enough that the connector's own start (topic creation, task start) is a small part.
     m1_records=1_000_000, m1_partitions=8, m1_tasks=8,
-    # Each phase a few seconds at the rates measured on this machine (2026-11-26: some hundred
-    # writes/s, some thousand reads/s; the JSON Schema serializer's validation about 10k records/s).
+    # Each phase a few seconds at the rates measured on this machine (2026-11-28: a few hundred
+    # writes/s, a few thousand reads/s; about 5,000 records/s round trip with JSON Schema).
     sr_subjects=2_000, sr_lookups=10_000, sr_clients=8, sr_serde_records=50_000, sr_seed=20,
 )
 

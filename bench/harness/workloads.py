@@ -515,11 +515,14 @@ class SR1(Workload):
         return {**values, **_registry_values(own, self.in_broker), **meter.values(None)}
 
 
-# What a healthy registry answers at least, on the 2-core machines these runs use (under the rates
-# of 2026-11-26's loaded run, see docs/benchmarks.md): below it, something has regressed. Writes
-# are one at a time (the registry's write lock, acks=all, read back); reads are memory lookups.
-SR_HEALTHY = {"register_new": 50.0, "register_existing": 500.0, "get_by_id": 500.0, "get_latest": 500.0,
-              "lookup": 300.0, "compatibility": 200.0}
+# What a healthy registry answers at least on the 2-core machines these runs use: about a quarter
+# of the slowest round of 2026-11-28's run on a loaded machine (load average 6-16; see
+# docs/benchmarks.md), so the noise of a shared machine stays above it and a regression (reads
+# that go to the log, a write path twice as long, a serializer that re-registers) does not.
+# Writes are one at a time (the registry's write lock, acks=all, read back); reads are lookups in
+# memory.
+SR_HEALTHY = {"register_new": 100.0, "register_existing": 500.0, "get_by_id": 1000.0, "get_latest": 1000.0,
+              "lookup": 400.0, "compatibility": 400.0}
 SERDE_HEALTHY = {"avro": 5_000.0, "protobuf": 5_000.0, "json": 1_000.0}
 
 

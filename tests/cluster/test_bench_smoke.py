@@ -2,8 +2,9 @@
 W3S over SASL_SSL, the OMB-style O16x1, O16x4, O100x1, O100x4, and M1, MirrorMaker 2 between two
 clusters of each system) against Riverlog and Apache Kafka, one round of tiny sizes. M1E (M1
 exactly-once) is left out: another 20 s for what M1 and the cluster tier's MirrorMaker 2 test
-already cover. It checks that the harness works (JSON with every run, ratios, table, plot, the brokers'
-CPU and memory reported by every workload), never how fast anything was: speed lives in
+already cover. The schema registry's SR1 and SR2 (issue #20) run in a second, Riverlog-only run.
+It checks that the harness works (JSON with every run, ratios, table, plot, the brokers' CPU and
+memory reported by every workload), never how fast anything was: speed lives in
 docs/benchmarks.md. It is in the cluster tier because W2, W6 and W11 start three-broker
 clusters."""
 
