@@ -59,7 +59,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--user", default="", metavar="USER:PASSWORD",
                    help=f"basic auth credentials (basic.auth.user.info; or ${USER_INFO_ENV})")
     p.add_argument("--ca-file", default="", metavar="FILE",
-                   help=f"PEM CA certificates that sign an https registry's certificate (ssl.ca.location; or ${CA_ENV})")
+                   help=f"PEM CA certificates that sign an https registry's certificate (ssl.ca.location; "
+                        f"or ${CA_ENV})")
     actions = p.add_subparsers(dest="action", metavar="ACTION")
     actions.required = True
 

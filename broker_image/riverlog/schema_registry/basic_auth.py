@@ -179,7 +179,7 @@ class BasicAuthenticator:
         self._decoy = Credential("", "riverlog-no-such-user")
 
     def decide(self, header: str | None) -> Decision:
-        if not header or not header[:6].lower() == "basic ":
+        if not header or header[:6].lower() != "basic ":
             return Decision(401)
         try:
             name, _, password = base64.b64decode(header[6:].strip(), validate=True).decode().partition(":")
