@@ -46,8 +46,8 @@ def test_an_https_listener_with_a_pkcs12_keystore(pki: TestPki) -> None:
 
 def test_a_pem_keystore_and_client_certificates_required(pki: TestPki) -> None:
     s = settings_from({**BASE, "listeners": "https://0.0.0.0:8443", "ssl.keystore.type": "PEM",
-                       "ssl.keystore.location": str(pki.broker_keystore), "ssl.truststore.location": str(pki.truststore),
-                       "ssl.client.auth": "true", "host.name": "sr-0"})
+                       "ssl.keystore.location": str(pki.broker_keystore),
+                       "ssl.truststore.location": str(pki.truststore), "ssl.client.auth": "true", "host.name": "sr-0"})
     assert s.url == "https://sr-0:8443"
     assert s.https is not None and s.https.server_context().verify_mode == ssl.CERT_REQUIRED
     requested = settings_from({**https(pki), "ssl.truststore.location": str(pki.directory / "trust.p12"),
