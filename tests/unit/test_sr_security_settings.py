@@ -172,3 +172,41 @@ def test_the_schemas_cli_connection_from_confluent_client_properties(pki: TestPk
     with pytest.raises(ConfigError, match="USER_INFO or URL"):
         config.write_text("basic.auth.credentials.source=SASL_INHERIT\n")
         connection("http://sr:8081", config=str(config), environ={})
+
+
+def test_instances_requiring_client_certificates_still_reach_each_other(pki: TestPki) -> None:
+    """Forwarding presents the instance's keystore: a writer with REQUIRED accepts its peers only."""
+    import asyncio
+
+    import aiohttp
+    from aiohttp import web
+
+    props = https(pki, **{"ssl.truststore.location": str(pki.truststore), "ssl.client.authentication": "REQUIRED"})
+    writer = settings_from(props).https
+    peer = settings_from({**props, "ssl.keystore.type": "PEM", "ssl.keystore.location": str(pki.broker_keystore),
+                          "ssl.keystore.password": ""}).https
+    assert writer is not None and peer is not None
+
+    async def root(request: web.Request) -> web.Response:
+        return web.json_response({})
+
+    async def scenario() -> None:
+        app = web.Application()
+        app.router.add_get("/", root)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=writer.server_context())
+        await site.start()
+        port = runner.addresses[0][1]
+        try:
+            async with aiohttp.ClientSession() as session:
+                async with session.get(f"https://127.0.0.1:{port}/", ssl=peer.client_context()) as answer:
+                    assert answer.status == 200
+                anonymous = ssl.create_default_context(cafile=str(pki.truststore))
+                with pytest.raises(aiohttp.ClientError):
+                    async with session.get(f"https://127.0.0.1:{port}/", ssl=anonymous):
+                        pass
+        finally:
+            await runner.cleanup()
+
+    asyncio.run(scenario())
