@@ -139,7 +139,9 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
     users, jaas = write_users(base)
     tls = {"ssl.keystore.type": "PEM", "ssl.keystore.location": str(pki.broker_keystore),
            "ssl.truststore.type": "PEM", "ssl.truststore.location": str(pki.truststore)}
-    broker = BrokerProcess(base / "broker", overrides={
+    # Riverlog's broker: bootstrap.scram.credentials is its start-time form of Kafka's
+    # 'kafka-storage format --add-scram', so the registry's user exists before anything connects.
+    broker = BrokerProcess(base / "broker", target="riverlog", overrides={
         "group.initial.rebalance.delay.ms": "0",
         "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
         "super.users": "User:ANONYMOUS",
