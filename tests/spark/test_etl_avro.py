@@ -126,7 +126,8 @@ def test_records_of_two_schema_versions_decode_each_with_its_own(spark_registry:
 
 
 def failed_cli(*args: str, cwd: Path) -> str:
-    """Run riverlog-spark expecting a refusal: its output, which must be a message, not a traceback."""
+    """Run riverlog-spark expecting a refusal: its output, which must be a message, not a Python
+    traceback."""
     result = subprocess.run(riverlog_spark(*args), capture_output=True, text=True, cwd=cwd, env=spark_env(),
                             timeout=300, stdin=subprocess.DEVNULL)
     output = result.stdout + result.stderr
@@ -150,3 +151,24 @@ def test_unknown_subject_and_unreachable_registry_are_clear_errors(spark_registr
     assert f"schema registry {nobody} unreachable" in output
     output = failed_cli(*etl, cwd=tmp_path)
     assert "--value-format avro needs --schema-registry" in output
+
+
+def test_a_record_of_a_schema_id_not_in_the_subject_stops_the_query(spark_registry: RegistryProcess,
+                                                                      tmp_path: Path) -> None:
+    # Records framed with the id of another subject's schema: decoding them with any of this
+    # subject's schemas would be a guess, so the query stops and names the record and the id.
+    setup_topics(spark_registry, "avro3")
+    generate_avro(spark_registry, "avro3-events", 50, START_MS, 5, "a-", tmp_path / "generate.log")
+    client = SchemaRegistryClient({"url": spark_registry.url})
+    other = {"type": "record", "name": "Other", "fields": [{"name": "n", "type": "long"}]}
+    serializer = AvroSerializer(client, json.dumps(other))
+    value = serializer({"n": 7}, SerializationContext("avro3-other", MessageField.VALUE))
+    assert value is not None
+    other_id = int.from_bytes(value[1:5], "big")
+    produce(spark_registry.bootstrap, "avro3-events", [(b"stray", value, 0, None)])
+
+    output = failed_cli(*etl_command(spark_registry, "avro3", tmp_path / "checkpoint", "--trigger", "available-now",
+                                     "--value-format", "avro", "--schema-registry", spark_registry.url)[3:],
+                        cwd=tmp_path)
+    assert f"schema id {other_id} is not a version of subject 'avro3-events-value'" in output
+    assert "record avro3-events-0@" in output
