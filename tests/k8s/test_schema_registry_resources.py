@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,6 +24,7 @@ __all__ = ["crds"]  # the fixture, shared with test_operator.py
 
 WAIT = 90.0
 PREFIX = "opsr"
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -182,3 +184,6 @@ def test_a_registry_the_cluster_cannot_serve_is_reported_not_deployed(
     for name in ("locked", "acls"):
         assert get(kube, "deployment", f"{name}-schema-registry", namespace) is None
         assert get(kube, "service", f"{name}-schema-registry", namespace) is None
+    # The sample the docs point to is valid.
+    kube.kubectl("apply", "--dry-run=server", "-n", namespace, "-f",
+                 str(ROOT / "examples" / "cluster-with-schema-registry.yaml"))
