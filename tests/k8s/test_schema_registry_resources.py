@@ -16,11 +16,12 @@ from typing import Any
 
 import pytest
 from support.kube import KubeCluster, wait_until
-from test_operator import OperatorProcess, apply, cluster_doc, condition, crds, get, merge_patch
+from test_operator import OperatorProcess, apply, cluster_doc, condition, crds, get, merge_patch, operator_log
 
 pytestmark = pytest.mark.k8s
 
-__all__ = ["crds"]  # the fixture, shared with test_operator.py
+# The fixtures, shared with test_operator.py (operator_log uses this module's operator).
+__all__ = ["crds", "operator_log"]
 
 WAIT = 90.0
 PREFIX = "opsr"
@@ -33,13 +34,6 @@ def operator(kube: KubeCluster, crds: None, tmp_path_factory: pytest.TempPathFac
     proc = OperatorProcess(kube, log_path, "--standalone", "--namespace", f"{PREFIX}-*", "--verbose")
     yield proc
     proc.stop()
-
-
-@pytest.fixture
-def operator_log(operator: OperatorProcess) -> Iterator[OperatorProcess]:
-    start = len(operator.log())
-    yield operator
-    print(f"--- operator log ---\n{operator.log()[start:][-8000:]}")
 
 
 def registry_condition(kube: KubeCluster, name: str, namespace: str, reason: str, needle: str = "") -> dict[str, Any]:

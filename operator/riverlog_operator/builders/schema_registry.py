@@ -26,6 +26,7 @@ from .common import (
     hardened_container,
     owner_reference,
     restricted_pod_security,
+    spread_over_nodes,
 )
 from .statefulset import CONFIG_HASH_ANNOTATION
 
@@ -209,11 +210,7 @@ def build_deployment(inputs: RegistryInputs) -> dict[str, Any]:
                 "spec": {
                     "automountServiceAccountToken": False,
                     "securityContext": restricted_pod_security(),
-                    "affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
-                        "weight": 100,
-                        "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname",
-                                            "labelSelector": {"matchLabels": selector_labels(cluster)}},
-                    }]}},
+                    "affinity": spread_over_nodes(selector_labels(cluster)),
                     "containers": [_container(inputs)],
                     "volumes": [{"name": "config", "configMap": {"name": config_map_name(cluster)}},
                                 {"name": "tmp", "emptyDir": {}}],
