@@ -433,6 +433,29 @@ class BrokerConfig:
         self._validate_security()
         self._validate_connection_limits()
         self._validate_roles()
+        self._validate_schema_registry()
+
+    def _validate_schema_registry(self) -> None:
+        # The in-broker registry (issue #20) is a plain-HTTP convenience for local starts, a Kafka
+        # client of this broker's own PLAINTEXT listener: a configuration it cannot serve that way
+        # is refused at start rather than leaving a broker up without the registry it was asked for.
+        listeners = self.get("schema.registry.listeners").strip()
+        if not listeners:
+            return
+        for part in listeners.split(","):
+            scheme, sep, rest = part.strip().partition("://")
+            port = rest.rpartition(":")[2]
+            if not sep or scheme != "http" or not port.isdigit():
+                raise ConfigError(f"schema.registry.listeners={listeners!r}: the in-broker registry serves "
+                                  "http://HOST:PORT only; run `riverlog schema-registry` for https or "
+                                  "authentication")
+        if "broker" not in self.process_roles:
+            raise ConfigError("schema.registry.listeners needs process.roles to include broker: the registry "
+                              "keeps its schemas in this broker's _schemas topic")
+        if not any(self.security_protocol(lst.name) == "PLAINTEXT" for lst in self.advertised_listeners()):
+            raise ConfigError("schema.registry.listeners needs a PLAINTEXT listener for the in-broker registry "
+                              "to use; run `riverlog schema-registry` with client credentials "
+                              "(kafkastore.security.protocol, kafkastore.sasl.*) instead")
 
     def _validate_security(self) -> None:
         names = [lst.name for lst in self.listeners()]

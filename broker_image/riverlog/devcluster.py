@@ -171,8 +171,12 @@ class QuorumDevCluster(_LocalCluster):
         metrics_ports: Mapping[int, int] | None = None,
         host: str = "127.0.0.1",
         advertised_host: str | None = None,
+        registry_port: int = 0,
     ) -> None:
         super().__init__(base, size, overrides, ports, metrics_ports, host, advertised_host)
+        # A schema registry inside the first broker (0: none); one instance is enough for a
+        # cluster whose brokers share one process and so stop together.
+        self.registry_port = registry_port
         voter_ids = list(self.ports)[: self.VOTERS_MAX]
         self.controller_ports = (dict(controller_ports) if controller_ports
                                  else {n: self.ports[n] + 10000 for n in voter_ids})
@@ -184,6 +188,9 @@ class QuorumDevCluster(_LocalCluster):
         if node_id in self.controller_ports:
             props["listeners"] += f",CONTROLLER://{self.host}:{self.controller_ports[node_id]}"
             props["process.roles"] = "broker,controller"
+        if self.registry_port and node_id == next(iter(self.ports)):
+            props["schema.registry.listeners"] = f"http://{self.host}:{self.registry_port}"
+            props["schema.registry.host.name"] = self.advertised_host
         return BrokerConfig({**props, "controller.quorum.voters": self.voters, **self.overrides})
 
     async def start(self) -> QuorumDevCluster:
@@ -198,4 +205,9 @@ class QuorumDevCluster(_LocalCluster):
         return broker
 
     def ready_message(self) -> str:
-        return f"{super().ready_message()}, controller quorum {self.voters}"
+        registry = f", schema registry {self.registry_url}" if self.registry_port else ""
+        return f"{super().ready_message()}, controller quorum {self.voters}{registry}"
+
+    @property
+    def registry_url(self) -> str:
+        return f"http://{self.advertised_host}:{self.registry_port}"

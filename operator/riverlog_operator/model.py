@@ -86,6 +86,37 @@ class PodTemplateSpec:
     termination_grace_period_seconds: int = DEFAULT_GRACE_SECONDS
 
 
+# The compatibility levels of the schema registry (riverlog.schema_registry.compatibility.MODES).
+COMPATIBILITY_LEVELS = ("NONE", "BACKWARD", "BACKWARD_TRANSITIVE", "FORWARD", "FORWARD_TRANSITIVE", "FULL",
+                        "FULL_TRANSITIVE")
+
+
+@dataclass(frozen=True)
+class SchemaRegistrySpec:
+    """``spec.schemaRegistry``: Riverlog's schema registry (issue #20) run for the Cluster, its
+    schemas in the Cluster's ``_schemas`` topic (``builders/schema_registry.py``)."""
+
+    enabled: bool = True
+    replicas: int = 1
+    compatibility_level: str = "BACKWARD"
+    resources: dict[str, Any] = field(default_factory=dict)
+    # More registry properties under Confluent's names (kafkastore.topic, schema.registry.group.id,
+    # ...); what the operator owns is refused by the CRD.
+    config: dict[str, str] = field(default_factory=dict)
+    metrics_enabled: bool = True
+
+    @classmethod
+    def from_dict(cls, item: Mapping[str, Any] | None) -> SchemaRegistrySpec | None:
+        """None when the block is absent or ``enabled`` is false: no registry."""
+        if item is None or not bool(item.get("enabled", True)):
+            return None
+        return cls(replicas=int(item.get("replicas", 1)),
+                   compatibility_level=str(item.get("compatibilityLevel") or "BACKWARD").upper(),
+                   resources=dict(item.get("resources") or {}),
+                   config={str(k): _property_value(v) for k, v in (item.get("config") or {}).items()},
+                   metrics_enabled=bool((item.get("metrics") or {}).get("enabled", True)))
+
+
 @dataclass(frozen=True)
 class ClusterSpec:
     replicas: int = DEFAULT_REPLICAS
@@ -102,6 +133,7 @@ class ClusterSpec:
     pod: PodTemplateSpec = field(default_factory=PodTemplateSpec)
     authorization: AuthorizationSpec | None = None
     certificate_authority: CaSettings = field(default_factory=CaSettings)
+    schema_registry: SchemaRegistrySpec | None = None
 
     @property
     def secured(self) -> bool:
@@ -145,6 +177,7 @@ class ClusterSpec:
             authorization=None if authorization is None else AuthorizationSpec(
                 tuple(str(u) for u in authorization.get("superUsers") or [])),
             certificate_authority=CaSettings(int(ca.get("validityDays", 365)), int(ca.get("renewalDays", 30))),
+            schema_registry=SchemaRegistrySpec.from_dict(spec.get("schemaRegistry")),
         )
 
 

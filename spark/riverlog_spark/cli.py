@@ -4,6 +4,7 @@
     riverlog-spark run batch --bootstrap localhost:9092 --topic events --range 0:0:1000 --output out/
     riverlog-spark run enrich --bootstrap localhost:9092 --checkpoint checkpoints/enrich
     riverlog-spark generate --bootstrap localhost:9092 --topic events --count 10000 --users-topic users
+    riverlog-spark generate --bootstrap localhost:9092 --format avro --schema-registry http://localhost:8081
     riverlog-spark jars            # resolve (once) and list the connector jars
 
 ``python -m riverlog_spark`` is the same, and so is ``spark-submit riverlog_spark/__main__.py``
@@ -19,10 +20,14 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING
 
-from . import deps
+from . import deps, registry_client
 from .generate import DEFAULT_CATEGORIES
 from .pipelines import batch, enrich, etl
+
+if TYPE_CHECKING:
+    from .avro_events import AvroEncoder
 
 PIPELINES: dict[str, ModuleType] = {m.NAME: m for m in (etl, batch, enrich)}
 
@@ -53,6 +58,12 @@ def _add_command_config(parser: argparse.ArgumentParser) -> None:
                         help="Kafka client properties for a secured listener (security.protocol, ssl.*, "
                              "sasl.mechanism, sasl.jaas.config), as Kafka's tools take them; the pipelines pass "
                              "them to the connector as kafka.<key>")
+
+
+def add_schema_registry_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--schema-registry", metavar="URL", default=registry_client.default_url(),
+                        help="the schema registry's URL for Avro values (default: "
+                             f"${registry_client.URL_ENV})")
 
 
 def _client_properties(args: argparse.Namespace) -> dict[str, str]:
@@ -96,12 +107,16 @@ def build_parser() -> argparse.ArgumentParser:
                      help="partitions of topics this command creates (default: the broker's)")
     gen.add_argument("--users-topic", default=None,
                      help="also write the users reference table to this (compacted) topic first")
+    gen.add_argument("--format", choices=("json", "avro"), default="json",
+                     help="events' values: JSON, or Avro in the schema registry's wire format, the schema "
+                          "registered under <topic>-value (default: %(default)s; users stay JSON)")
+    add_schema_registry_argument(gen)
     gen.add_argument("--no-progress", action="store_true", help="no progress bar")
     _add_command_config(gen)
 
     jars = commands.add_parser("jars", help="resolve Spark's Kafka connector (once) and list its jars")
     jars.add_argument("--coordinate", action="store_true",
-                      help="print the Maven coordinate for spark-submit --packages instead")
+                      help="print the Maven coordinates for spark-submit --packages instead")
     jars.add_argument("--separator", default="\n", help="between jar paths, e.g. ',' for --jars")
     return parser
 
@@ -112,6 +127,9 @@ def _run(args: argparse.Namespace) -> int:
     # --kafka-option wins over the file, so one setting can be changed for one run.
     args.kafka_extra = {**security_options(_client_properties(args)), **dict(args.kafka_option)}
     module = PIPELINES[args.pipeline]
+    prepare = getattr(module, "prepare", None)
+    if prepare is not None:
+        prepare(args)
     spark = build_session(SparkOptions(app_name=f"riverlog-{args.pipeline}", master=args.master,
                                        conf=dict(args.conf), log_level=args.log_level))
     try:
@@ -141,6 +159,8 @@ def _generate(args: argparse.Namespace) -> int:
         except ConfigError as exc:
             raise SystemExit(f"riverlog-spark: {exc}") from None
 
+    avro = _avro_encoder(args) if args.format == "avro" else None
+
     async def main() -> None:
         if args.users_topic:
             await generate.ensure_topic(args.bootstrap, args.users_topic, partitions=args.partitions,
@@ -149,7 +169,7 @@ def _generate(args: argparse.Namespace) -> int:
             await generate.produce(args.bootstrap, args.users_topic, records, progress=progress, label="users ",
                                    security=security)
         await generate.ensure_topic(args.bootstrap, args.topic, partitions=args.partitions, security=security)
-        records = generate.event_records(generate.events(spec))
+        records = generate.event_records(generate.events(spec), avro)
         await generate.produce(args.bootstrap, args.topic, records, progress=progress, label="events",
                                security=security)
 
@@ -157,9 +177,24 @@ def _generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _avro_encoder(args: argparse.Namespace) -> AvroEncoder:
+    """Register the event schema under ``<topic>-value`` (TopicNameStrategy) and encode with it."""
+    from .avro_events import EVENT_SCHEMA, AvroEncoder, event_schema_text
+
+    if not args.schema_registry:
+        raise SystemExit(f"riverlog-spark: --format avro needs --schema-registry URL (or ${registry_client.URL_ENV})")
+    subject = registry_client.topic_subject(args.topic)
+    try:
+        schema_id = registry_client.register(args.schema_registry, subject, event_schema_text())
+    except registry_client.RegistryClientError as exc:
+        raise SystemExit(f"riverlog-spark: registering the event schema under {subject!r}: {exc}") from None
+    logging.getLogger(__name__).info("event schema registered under %s: id %d", subject, schema_id)
+    return AvroEncoder(EVENT_SCHEMA, schema_id)
+
+
 def _jars(args: argparse.Namespace) -> int:
     if args.coordinate:
-        print(deps.connector_coordinate())
+        print(deps.package_coordinates())
         return 0
     separator = args.separator.encode().decode("unicode_escape")
     print(separator.join(str(p) for p in deps.ensure()))

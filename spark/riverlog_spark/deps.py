@@ -1,6 +1,8 @@
-"""Spark's Kafka connector jars, resolved from Maven Central once and cached.
+"""Spark's Kafka connector jars (and Spark's Avro data source), resolved from Maven Central once
+and cached.
 
-pyspark ships Spark but not its Kafka connector (``spark-sql-kafka-0-10_2.13``). Spark's own
+pyspark ships Spark but not its Kafka connector (``spark-sql-kafka-0-10_2.13``) nor its Avro
+data source (``spark-avro_2.13``, whose ``from_avro`` decodes schema-registry values). Spark's own
 ``--packages`` would fetch it with Ivy on every cold driver; instead ``make spark-deps`` (and the
 Docker image's build) runs Maven once with ``connector-pom.xml`` and keeps the jars in
 ``${XDG_CACHE_HOME:-~/.cache}/riverlog/spark/<version>/jars``. Later runs find the completion
@@ -26,6 +28,10 @@ from pathlib import Path
 POM_PATH = Path(__file__).resolve().parent / "connector-pom.xml"
 SETTINGS_PATH = Path(__file__).resolve().parent / "maven-settings.xml"
 CONNECTOR_ARTIFACT = "spark-sql-kafka-0-10_2.13"
+AVRO_ARTIFACT = "spark-avro_2.13"
+# Spark's artifacts connector-pom.xml lists, each at pyspark's version. A cache resolved before
+# one of them joined the pom lacks its jar and is resolved again.
+SPARK_ARTIFACTS = (CONNECTOR_ARTIFACT, AVRO_ARTIFACT)
 _COMPLETE_MARKER = ".complete"
 # Set in the Docker image: the jars were resolved at build time into this directory.
 JARS_DIR_ENV = "RIVERLOG_SPARK_JARS_DIR"
@@ -49,6 +55,12 @@ def spark_version() -> str:
 def connector_coordinate(version: str | None = None) -> str:
     """Maven coordinate for ``spark-submit --packages``."""
     return f"org.apache.spark:{CONNECTOR_ARTIFACT}:{version or spark_version()}"
+
+
+def package_coordinates(version: str | None = None) -> str:
+    """Every artifact of the pom, comma-separated, for ``spark-submit --packages``."""
+    version = version or spark_version()
+    return ",".join(f"org.apache.spark:{artifact}:{version}" for artifact in SPARK_ARTIFACTS)
 
 
 def cache_dir() -> Path:
@@ -85,20 +97,26 @@ def missing_from(resolved: Iterable[str], shipped: Iterable[str]) -> list[str]:
 
 
 def bundled_with_spark() -> bool:
-    """Whether Spark's own jars already hold the connector (the riverlog-spark image puts it there)."""
-    return any(artifact_name(p.name) == CONNECTOR_ARTIFACT for p in spark_home_jars().glob("*.jar"))
+    """Whether Spark's own jars already hold the connector and spark-avro (the riverlog-spark
+    image puts them there)."""
+    have = {artifact_name(p.name) for p in spark_home_jars().glob("*.jar")}
+    return all(artifact in have for artifact in SPARK_ARTIFACTS)
 
 
 def is_installed(version: str | None = None) -> bool:
-    return (jars_dir(version) / _COMPLETE_MARKER).is_file()
+    version = version or spark_version()
+    target = jars_dir(version)
+    return (target / _COMPLETE_MARKER).is_file() and all(
+        (target / f"{artifact}-{version}.jar").is_file() for artifact in SPARK_ARTIFACTS)
 
 
 def connector_jars(version: str | None = None) -> list[Path]:
     """The cached jars (absolute paths); SparkDepsError if they were never resolved."""
     target = jars_dir(version)
-    if not (target / _COMPLETE_MARKER).is_file():
+    if not is_installed(version):
         raise SparkDepsError(
-            f"Spark's Kafka connector is not in {target}: run `make spark-deps` or `riverlog-spark jars`"
+            f"Spark's Kafka connector and spark-avro are not in {target}: run `make spark-deps` or "
+            "`riverlog-spark jars`"
         )
     return sorted(target.glob("*.jar"))
 
@@ -147,8 +165,9 @@ def ensure(version: str | None = None, *, timeout: float = 900.0) -> list[Path]:
                 )
             shipped = [p.name for p in spark_home_jars().glob("*.jar")]
             keep = set(missing_from((p.name for p in staging.glob("*.jar")), shipped))
-            if f"{CONNECTOR_ARTIFACT}-{version}.jar" not in keep:
-                raise SparkDepsError(f"{CONNECTOR_ARTIFACT}-{version}.jar missing after mvn copy-dependencies")
+            for artifact in SPARK_ARTIFACTS:
+                if f"{artifact}-{version}.jar" not in keep:
+                    raise SparkDepsError(f"{artifact}-{version}.jar missing after mvn copy-dependencies")
             for jar in staging.glob("*.jar"):
                 if jar.name not in keep:
                     jar.unlink()

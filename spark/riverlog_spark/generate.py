@@ -20,6 +20,8 @@ from .progress import ProgressBar
 if TYPE_CHECKING:
     from riverlog.security.client_config import ClientSecurity
 
+    from .avro_events import AvroEncoder
+
 DEFAULT_CATEGORIES = ("books", "games", "music", "garden", "tools")
 TIERS = ("bronze", "silver", "gold")
 COUNTRIES = ("NO", "SE", "DK", "FI", "IS")
@@ -94,8 +96,13 @@ async def produce(bootstrap: str, topic: str, records: Sequence[Record], *,
         bar.close()
 
 
-def event_records(items: Sequence[dict[str, Any]]) -> list[Record]:
-    return [(str(e["event_id"]).encode(), encode(e), int(e["ts"])) for e in items]
+def event_records(items: Sequence[dict[str, Any]], avro: AvroEncoder | None = None) -> list[Record]:
+    """Events as records: JSON values, or Avro in the registry's wire format with ``avro``."""
+    if avro is None:
+        return [(str(e["event_id"]).encode(), encode(e), int(e["ts"])) for e in items]
+    from .avro_events import avro_event
+
+    return [(str(e["event_id"]).encode(), avro.encode(avro_event(e)), int(e["ts"])) for e in items]
 
 
 def user_records(items: Sequence[tuple[str, dict[str, str]]]) -> list[Record]:

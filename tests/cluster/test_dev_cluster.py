@@ -26,13 +26,16 @@ def test_dev_cluster_of_three_brokers_serves_a_replicated_topic(tmp_path: Path) 
     # controller ports, while they start) could take a port before the third broker binds it.
     first = _consecutive_free(3, avoid=())
     controller_first = _consecutive_free(3, avoid=range(first - 3, first + 4))
+    registry_port = _consecutive_free(1, avoid=range(min(first, controller_first) - 3,
+                                                     max(first, controller_first) + 4))
     env = {**os.environ, "PYTHONPATH": str(REPO / "broker_image")}
     log_path = tmp_path / "dev.log"
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "riverlog", "dev", "--brokers", "3", "--data", str(tmp_path / "data"),
              "--port", str(first),
-             "--controller-port", str(controller_first), "--metrics-port", "0", "--advertised-host", "127.0.0.1"],
+             "--controller-port", str(controller_first), "--metrics-port", "0", "--advertised-host", "127.0.0.1",
+             "--schema-registry-port", str(registry_port)],
             stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     try:
         deadline = time.monotonic() + 60
@@ -58,12 +61,15 @@ def test_dev_cluster_of_three_brokers_serves_a_replicated_topic(tmp_path: Path) 
         consumer.close()
         assert seen == {b"v%d" % i for i in range(300)}
 
+        _check_registry(f"http://127.0.0.1:{registry_port}", log_path)
+
         out = subprocess.run([sys.executable, "-m", "riverlog", "cluster", "describe", "--bootstrap-server",
                               bootstrap, "--output", "json"], env=env, capture_output=True, text=True, timeout=60)
         assert out.returncode == 0, out.stderr
         described = json.loads(out.stdout)
         assert [b["id"] for b in described["brokers"]] == [1, 2, 3]
-        assert described["partitions"] == 3 and described["under_replicated"] == 0
+        # The topic's three partitions and the registry's one-partition _schemas.
+        assert described["partitions"] == 4 and described["under_replicated"] == 0
         leaders = {r["leader"] for r in described["partition_details"]}
         assert leaders == {1, 2, 3}, "leadership is spread over the brokers"
         assert all(sorted(r["isr"]) == [1, 2, 3] for r in described["partition_details"])
@@ -85,6 +91,31 @@ def test_dev_cluster_of_three_brokers_serves_a_replicated_topic(tmp_path: Path) 
     # Every broker kept its replicas under the data directory.
     for n in (1, 2, 3):
         assert (tmp_path / "data" / f"broker{n}" / "replicated-0").is_dir()
+
+
+def _check_registry(url: str, log_path: Path) -> None:
+    """The registry inside the first broker: named in the ready line, it registers a schema
+    (stored in the cluster's _schemas, replicated to all three brokers) and serves it back."""
+    from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+
+    assert f"schema registry {url}" in log_path.read_text()
+    client = SchemaRegistryClient({"url": url})
+    schema = Schema('{"type": "record", "name": "Dev", "fields": [{"name": "n", "type": "long"}]}', "AVRO")
+    deadline = time.monotonic() + 30
+    while True:  # the registry starts after the brokers are ready, and elects its writer
+        try:
+            schema_id = client.register_schema("dev-value", schema)
+            break
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+    assert client.get_latest_version("dev-value").schema_id == schema_id
+    assert '"Dev"' in client.get_schema(schema_id).schema_str
+    bootstrap = log_path.read_text().split("bootstrap ")[1].split(",")[0]
+    topic = AdminClient({"bootstrap.servers": bootstrap}).list_topics("_schemas", timeout=10).topics["_schemas"]
+    assert topic.error is None
+    assert [len(p.replicas) for p in topic.partitions.values()] == [3], "_schemas has a copy on every broker"
 
 
 def _free(port: int) -> bool:

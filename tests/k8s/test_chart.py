@@ -199,13 +199,16 @@ def test_rbac_is_least_privilege(helm_env: dict[str, str]) -> None:
         # The REST API's NetworkPolicy: server-side apply creates or patches it; turned off, the
         # operator reads the one a Connect owns and deletes it.
         ("networking.k8s.io", "networkpolicies", ("get", "create", "patch", "delete")),
+        # Issue #20: a Cluster's schema registry removed from its spec: its Deployment, Service and
+        # ConfigMap deleted by name (only those the Cluster owns, with a uid precondition).
+        ("apps", "deployments", ("delete",)), ("", "services", ("delete",)), ("", "configmaps", ("delete",)),
     ]:
         for verb in verbs:
             assert allowed(rules, group, resource, verb), (group, resource, verb)
     assert allowed(rules, "kopf.dev", "clusterkopfpeerings", "patch", "riverlog-operator")
     # ... and nothing more than that.
     assert not allowed(rules, "kopf.dev", "clusterkopfpeerings", "patch", "someone-elses")
-    for group, resource in [("apps", "statefulsets"), ("apps", "deployments"), ("", "services"), ("", "configmaps"),
+    for group, resource in [("apps", "statefulsets"), ("", "serviceaccounts"), ("policy", "poddisruptionbudgets"),
                             ("riverlog.dev", "clusters"), ("riverlog.dev", "connectors")]:
         assert not allowed(rules, group, resource, "delete"), resource
     assert not allowed(rules, "", "nodes", "list") and not allowed(rules, "", "namespaces", "list")
@@ -262,7 +265,7 @@ def test_every_optional_part_renders(helm_env: dict[str, str]) -> None:
     docs = render(helm_env, *ALL_ON)
     counts = kinds(docs)
     assert counts["Cluster"] == 1 and counts["Topic"] == 2
-    assert counts["ServiceMonitor"] == 3 and counts["PrometheusRule"] == 1 and counts["ConfigMap"] == 1
+    assert counts["ServiceMonitor"] == 4 and counts["PrometheusRule"] == 1 and counts["ConfigMap"] == 1
     cluster = one(docs, "Cluster", "demo")
     assert cluster["apiVersion"] == "riverlog.dev/v1alpha1"
     assert cluster["spec"] == {"replicas": 3, "storage": {"size": "10Gi"}, "config": {}}
@@ -306,6 +309,21 @@ def test_every_optional_part_renders(helm_env: dict[str, str]) -> None:
     assert endpoint["port"] == "metrics" and endpoint["relabelings"] == [
         {"sourceLabels": [f"{label}instance"], "targetLabel": "riverlog_connect"},
         {"sourceLabels": [f"{label}component"], "targetLabel": "riverlog_kind"}]
+    # A Cluster's schema registry (spec.schemaRegistry, metrics on): its Service's port "metrics".
+    from riverlog_operator.builders.schema_registry import build_service, inputs_for
+
+    registry_sm = one(docs, "ServiceMonitor", "riverlog-schema-registry")
+    spec = ClusterSpec.from_dict({"schemaRegistry": {}})
+    registry_inputs = inputs_for(ClusterRef("demo", "prod", "uid-3"), spec, "riverlog:x")
+    assert registry_inputs is not None
+    registry_service = build_service(registry_inputs)
+    assert registry_sm["spec"]["selector"]["matchLabels"].items() <= registry_service["metadata"]["labels"].items()
+    assert not brokers["spec"]["selector"]["matchLabels"].items() <= registry_service["metadata"]["labels"].items()
+    assert "metrics" in [p["name"] for p in registry_service["spec"]["ports"]]
+    (endpoint,) = registry_sm["spec"]["endpoints"]
+    assert endpoint["port"] == "metrics" and endpoint["path"] == "/metrics"
+    assert endpoint["relabelings"] == [{"sourceLabels": ["__meta_kubernetes_service_label_riverlog_dev_cluster"],
+                                        "targetLabel": "riverlog_cluster"}]
     operator_sm = one(docs, "ServiceMonitor", "riverlog-operator")
     assert operator_sm["spec"]["selector"]["matchLabels"].items() <= one(docs, "Service")["metadata"]["labels"].items()
 
@@ -523,7 +541,7 @@ def test_helm_install_and_uninstall(kube: KubeCluster) -> None:
                                (("get", "secrets", "-n", namespace), "yes"),
                                (("list", "secrets", "-n", namespace), "no"),
                                (("watch", "secrets", "-n", namespace), "no"),
-                               (("delete", "services", "-n", "default"), "no"),
+                               (("delete", "statefulsets", "-n", "default"), "no"),
                                (("list", "nodes"), "no")]:
             proc = kube.kubectl("auth", "can-i", *args, "--as", account, check=False)
             assert proc.stdout.strip() == expected, (args, proc.stdout, proc.stderr)

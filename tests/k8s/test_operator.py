@@ -318,7 +318,7 @@ def test_connect_connector_and_mirror_crds_default_and_refuse(kube: KubeCluster,
         return out
 
     assert stored(doc("Connect", "etl", clusterRef={"name": "secured"}))["spec"] == {
-        "clusterRef": {"name": "secured"}, "replicas": 1, "exactlyOnceSource": False}
+        "clusterRef": {"name": "secured"}, "replicas": 1, "exactlyOnceSource": False, "metrics": {"enabled": True}}
     refused(doc("Connect", "both", clusterRef={"name": "a"}, bootstrapServers="b:9092"), "give exactly one of")
     refused(doc("Connect", "owned", clusterRef={"name": "a"}, config={"plugin.path": "/x"}),
             "config may not set what the operator owns")

@@ -6,12 +6,13 @@ live broker process; each test uses its own topics and checkpoints.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from riverlog_spark import deps
 from support.brokers import BrokerProcess
+from support.sr_registry import RegistryProcess, broker_with_registry
 
 
 @pytest.fixture(scope="session")
@@ -23,3 +24,11 @@ def spark_jars() -> list[Path]:
 @pytest.fixture(scope="module")
 def spark_broker(module_broker_factory: Callable[..., BrokerProcess], spark_jars: list[Path]) -> BrokerProcess:
     return module_broker_factory(name="spark-broker")
+
+
+@pytest.fixture(scope="module")
+def spark_registry(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
+                   spark_jars: list[Path]) -> Iterator[RegistryProcess]:
+    """A broker and a ``riverlog schema-registry`` process on it (``.bootstrap``, ``.url``), per module."""
+    with broker_with_registry(tmp_path_factory.mktemp(request.module.__name__.rsplit(".", 1)[-1])) as process:
+        yield process

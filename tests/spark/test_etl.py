@@ -10,10 +10,7 @@ order by less than the watermark delay, so no event is late and every one is cou
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Callable
-from datetime import UTC, datetime
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +18,7 @@ import pytest
 from confluent_kafka import KafkaException
 from support.brokers import BrokerProcess
 from support.spark_run import (
-    Record,
     as_json,
-    create_topic,
     kill_group,
     read_topic,
     riverlog_spark,
@@ -32,48 +27,17 @@ from support.spark_run import (
     tail,
     wait_until,
 )
+from support.spark_windows import (
+    JITTER_MS,
+    START_MS,
+    STEP_MS,
+    etl_command,
+    expected_aggregates,
+    output_by_key,
+    setup_topics,
+)
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(900)]
-
-WINDOW_MS = 10_000
-WATERMARK_MS = 5_000
-START_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
-STEP_MS = 200
-JITTER_MS = 1_500
-
-
-def _iso(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def expected_aggregates(events: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """key -> value of every window the watermark has closed, by plain Python."""
-    watermark = max(e["ts"] for e in events) - WATERMARK_MS
-    counts: dict[tuple[int, str], int] = defaultdict(int)
-    sums: dict[tuple[int, str], Decimal] = defaultdict(Decimal)
-    for e in events:
-        slot = (e["ts"] // WINDOW_MS * WINDOW_MS, e["category"])
-        counts[slot] += 1
-        sums[slot] += e["amount"]
-    # Windows ending within a millisecond of the watermark would make the test depend on Spark's
-    # choice of < or <=; the seeded data keeps clear of that.
-    assert all(abs(first + WINDOW_MS - watermark) > 1 for first, _ in counts)
-    out = {}
-    for (first, category), count in counts.items():
-        if first + WINDOW_MS <= watermark:
-            out[f"{_iso(first)}|{category}"] = {
-                "window_start": _iso(first), "window_end": _iso(first + WINDOW_MS),
-                "category": category, "events": count, "amount": sums[(first, category)],
-            }
-    return out
-
-
-def output_by_key(records: list[Record]) -> dict[str, list[dict[str, Any]]]:
-    by_key: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for r in records:
-        assert r.key is not None
-        by_key[r.key.decode()].append(as_json(r.value))
-    return by_key
 
 
 def generate(broker: BrokerProcess, topic: str, count: int, start_ms: int, seed: int, prefix: str,
@@ -85,21 +49,8 @@ def generate(broker: BrokerProcess, topic: str, count: int, start_ms: int, seed:
     ), log, cwd=log.parent)
 
 
-def etl_command(broker: BrokerProcess, tag: str, checkpoint: Path, *extra: str) -> list[str]:
-    return riverlog_spark(
-        "run", "etl", "--bootstrap", broker.bootstrap, "--input-topic", f"{tag}-events",
-        "--output-topic", f"{tag}-aggregates", "--checkpoint", str(checkpoint),
-        "--window", f"{WINDOW_MS // 1000} seconds", "--watermark", f"{WATERMARK_MS // 1000} seconds", *extra,
-    )
-
-
 def input_events(broker: BrokerProcess, topic: str) -> list[dict[str, Any]]:
     return [as_json(r.value) for r in read_topic(broker.bootstrap, topic)]
-
-
-def setup_topics(broker: BrokerProcess, tag: str) -> None:
-    create_topic(broker.bootstrap, f"{tag}-events", 2)
-    create_topic(broker.bootstrap, f"{tag}-aggregates", 2, {"cleanup.policy": "compact"})
 
 
 def test_streaming_aggregates_match_an_independent_computation(spark_broker: BrokerProcess, tmp_path: Path) -> None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import json
+import ssl
 import sys
 import time
 import urllib.error
@@ -19,10 +21,13 @@ V1_JSON = "application/vnd.schemaregistry.v1+json"
 
 
 class RegistryProcess(SignalledProcess):
-    """``riverlog schema-registry`` on a free loopback port."""
+    """``riverlog schema-registry`` on a free loopback port. With ``scheme="https"`` (TLS settings
+    in ``extra``) the harness checks it with ``ca``; ``user_info`` (``user:password``) is what the
+    harness's own requests authenticate with when basic auth is on."""
 
     def __init__(self, workdir: Path, bootstrap: str, *, name: str = "registry", topic: str = "_schemas",
-                 extra: dict[str, str] | None = None) -> None:
+                 extra: dict[str, str] | None = None, scheme: str = "http", ca: Path | None = None,
+                 user_info: str | None = None) -> None:
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.name = name
@@ -30,11 +35,19 @@ class RegistryProcess(SignalledProcess):
         self.port = free_port()
         self.topic = topic
         self.extra = extra or {}
+        self.scheme = scheme
+        self.context = ssl.create_default_context(cafile=str(ca)) if ca is not None else None
+        self.auth = {"Authorization": "Basic " + base64.b64encode(user_info.encode()).decode()} if user_info else {}
         super().__init__(self.workdir / f"{name}.log")
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{self.scheme}://127.0.0.1:{self.port}"
+
+    def request(self, method: str, path: str, body: object = None) -> tuple[int, Any]:
+        """One request as the harness: its credentials and CA."""
+        return http(self.url, method, path, body, headers={"Content-Type": V1_JSON, **self.auth},
+                    context=self.context)
 
     def start(self, timeout: float = 60.0) -> RegistryProcess:
         cmd = [sys.executable, "-m", "riverlog", "schema-registry", "--bootstrap-server", self.bootstrap,
@@ -47,7 +60,7 @@ class RegistryProcess(SignalledProcess):
             if self.proc is not None and self.proc.poll() is not None:
                 raise AssertionError(f"{self.name} exited with {self.proc.returncode}\n{self.log_tail()}")
             try:
-                status, _ = http(self.url, "GET", "/")
+                status, _ = self.request("GET", "/")
                 if status == 200:
                     return self
             except OSError:
@@ -60,7 +73,7 @@ class RegistryProcess(SignalledProcess):
         """Until a write through this instance works (some instance is the elected writer)."""
         deadline = time.monotonic() + timeout
         while True:
-            status, body = http(self.url, "PUT", "/config/_probe_", {"compatibility": "BACKWARD"})
+            status, body = self.request("PUT", "/config/_probe_", {"compatibility": "BACKWARD"})
             if status == 200:
                 return
             if time.monotonic() > deadline:
@@ -78,13 +91,14 @@ class RegistryProcess(SignalledProcess):
 
 
 def http(url: str, method: str, path: str, body: object = None, *, raw: bytes | None = None,
-         headers: dict[str, str] | None = None, timeout: float = 30.0) -> tuple[int, Any]:
+         headers: dict[str, str] | None = None, timeout: float = 30.0,
+         context: ssl.SSLContext | None = None) -> tuple[int, Any]:
     """One request; (status, decoded JSON body or text)."""
     data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
     request = urllib.request.Request(url + path, data=data, method=method,
                                      headers=headers if headers is not None else {"Content-Type": V1_JSON})
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
+        with urllib.request.urlopen(request, timeout=timeout, context=context) as response:
             status, payload = response.status, response.read()
     except urllib.error.HTTPError as exc:
         status, payload = exc.code, exc.read()

@@ -17,6 +17,7 @@ import pytest
 import yaml
 from prometheus_client.registry import CollectorRegistry
 from riverlog.metrics import Metrics
+from riverlog.schema_registry.metrics import RegistryMetrics
 from riverlog_operator.builders.connect_metrics import metric_names as connect_metric_names
 from support import promtool
 
@@ -62,7 +63,10 @@ def known_metric_names() -> set[str]:
     broker.track_transactions(lambda: [(0, 1, 2.5)], lambda: [("t", 0, 3)])
     from riverlog_operator.metrics import REGISTRY as operator_registry
 
-    return exported_names(broker.registry) | exported_names(operator_registry) | connect_metric_names() | {"up"}
+    registry = RegistryMetrics()  # a schema registry instance's, with its scrape-time gauges
+    registry.track_state(lambda: (1, 1, True, 0))
+    return (exported_names(broker.registry) | exported_names(operator_registry) | connect_metric_names()
+            | exported_names(registry.registry) | {"up"})
 
 
 METRIC = re.compile(r"\b((?:riverlog|process)_[a-z0-9_]+|up)\b")
@@ -109,10 +113,16 @@ def test_dashboard_is_a_grafana_dashboard() -> None:
     variables = {v["name"]: v for v in dash["templating"]["list"]}
     assert variables["datasource"]["query"] == "prometheus"
     assert {"namespace", "cluster", "connect"} <= set(variables)
-    # The Connect panels sit under a row of their own and select by the Connect (or Mirror).
-    (row,) = [p for p in dash["panels"] if p["type"] == "row"]
-    below = [p for p in queried(dash) if p["gridPos"]["y"] > row["gridPos"]["y"]]
-    assert below and all('riverlog_connect=~"$connect"' in t["expr"] for p in below for t in p["targets"])
+    # The Connect panels sit under a row of their own and select by the Connect (or Mirror); the
+    # schema registry's under the next row, by the Cluster whose spec.schemaRegistry runs it.
+    connect_row, registry_row = [p for p in dash["panels"] if p["type"] == "row"]
+    assert (connect_row["title"], registry_row["title"]) == ("Kafka Connect and MirrorMaker 2", "Schema registry")
+    start, end = connect_row["gridPos"]["y"], registry_row["gridPos"]["y"]
+    connect = [p for p in queried(dash) if start < p["gridPos"]["y"] < end]
+    assert connect and all('riverlog_connect=~"$connect"' in t["expr"] for p in connect for t in p["targets"])
+    registry = [p for p in queried(dash) if p["gridPos"]["y"] > end]
+    assert registry and all('riverlog_cluster=~"$cluster"' in t["expr"] and "riverlog_schema_registry_" in t["expr"]
+                            for p in registry for t in p["targets"])
 
 
 def test_dashboard_reads_only_metrics_that_exist() -> None:
@@ -140,6 +150,11 @@ def test_dashboard_reads_only_metrics_that_exist() -> None:
             "riverlog_connect_worker_connector_tasks", "riverlog_connect_source_records_written_total",
             "riverlog_connect_sink_records_read_total", "riverlog_mirror_record_age_max_seconds",
             "riverlog_mirror_replication_latency_max_seconds", "riverlog_mirror_checkpoint_latency_seconds"} <= used
+    # The schema registry: requests, latency, schemas, errors, the writer.
+    assert {"riverlog_schema_registry_requests_total", "riverlog_schema_registry_request_seconds_bucket",
+            "riverlog_schema_registry_schemas", "riverlog_schema_registry_subjects",
+            "riverlog_schema_registry_errors_total", "riverlog_schema_registry_writer",
+            "riverlog_schema_registry_forwarded_total", "riverlog_schema_registry_writer_elections_total"} <= used
 
 
 def grafana_to_promql(expr: str) -> str:
@@ -264,6 +279,76 @@ def test_connect_panels_on_sample_series(tmp_path: Path) -> None:
             {"labels": '{group="billing", riverlog_connect="dr"}', "value": 4}]},
         {"expr": expr("Failed connectors and tasks over time", 1), "eval_time": "5m", "exp_samples": [
             {"labels": '{connector="db-in", riverlog_connect="etl", task="1"}', "value": 1}]},
+    ]}]}
+    (tmp_path / "none.yaml").write_text("groups: []\n")
+    (tmp_path / "tests.yaml").write_text(yaml.safe_dump(tests))
+    proc = subprocess.run([str(promtool.ensure()), "test", "rules", "tests.yaml"], cwd=tmp_path, capture_output=True,
+                          text=True, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "SUCCESS" in proc.stdout
+
+
+def test_schema_registry_panels_on_sample_series(tmp_path: Path) -> None:
+    # The registry row's queries evaluated by promtool, the variables set to namespace prod and
+    # Cluster demo: two instances of demo's registry (a is the writer) as their /metrics reports
+    # them, and one of another Cluster's.
+    panels = {p["title"]: p for p in queried(dashboard())}
+
+    def expr(title: str, index: int = 0) -> str:
+        text: str = panels[title]["targets"][index]["expr"]
+        return text.replace("$namespace", "prod").replace("$cluster", "demo").replace("$__rate_interval", "2m")
+
+    def sample(name: str, values: str, pod: str, cluster: str = "demo", **labels: str) -> dict[str, str]:
+        inner = ",".join(f'{k}="{v}"' for k, v in {"namespace": "prod", "riverlog_cluster": cluster, "pod": pod,
+                                                   **labels}.items())
+        return {"series": f"{name}{{{inner}}}", "values": values}
+
+    post = {"method": "POST", "endpoint": "/subjects/{subject}/versions"}
+    get_id = {"method": "GET", "endpoint": "/schemas/ids/{id}"}
+    input_series = [
+        sample("riverlog_schema_registry_writer", "1x10", "sr-a"),
+        sample("riverlog_schema_registry_writer", "0x10", "sr-b"),
+        sample("riverlog_schema_registry_writer", "1x10", "other-a", cluster="other"),
+        sample("riverlog_schema_registry_schemas", "7x10", "sr-a"),
+        sample("riverlog_schema_registry_schemas", "7x10", "sr-b"),
+        sample("riverlog_schema_registry_subjects", "3x10", "sr-a"),
+        # 120 registrations a minute (60 on each instance), 600 reads by id on b, 60 refused as
+        # incompatible (409) and 60 without a writer (50004, status 500) on b.
+        sample("riverlog_schema_registry_requests_total", "0+60x10", "sr-a", status="200", **post),
+        sample("riverlog_schema_registry_requests_total", "0+60x10", "sr-b", status="200", **post),
+        sample("riverlog_schema_registry_requests_total", "0+600x10", "sr-b", status="200", **get_id),
+        sample("riverlog_schema_registry_requests_total", "0+60x10", "sr-b", status="500", **post),
+        sample("riverlog_schema_registry_requests_total", "0+6000x10", "other-a", cluster="other", status="500",
+               **post),
+        sample("riverlog_schema_registry_errors_total", "0+60x10", "sr-b", error_code="409"),
+        sample("riverlog_schema_registry_errors_total", "0+60x10", "sr-b", error_code="50004"),
+        # Every POST on a took 3 ms (the 0.0025-0.005 bucket).
+        *(sample("riverlog_schema_registry_request_seconds_bucket", f"0+{n}x10", "sr-a", le=le, **post)
+          for le, n in (("0.0025", 0), ("0.005", 60), ("+Inf", 60))),
+        sample("riverlog_schema_registry_forwarded_total", "0+60x10", "sr-b"),
+        sample("riverlog_schema_registry_writer_elections_total", "1x10", "sr-a"),
+    ]
+    demo = '{riverlog_cluster="demo"}'
+    tests = {"rule_files": ["none.yaml"], "tests": [{"interval": "1m", "input_series": input_series,
+                                                      "promql_expr_test": [
+        {"expr": expr("Registry instances reporting"), "eval_time": "5m",
+         "exp_samples": [{"labels": demo, "value": 2}]},
+        {"expr": expr("Registry writers elected"), "eval_time": "5m", "exp_samples": [{"labels": demo, "value": 1}]},
+        {"expr": expr("Schemas registered"), "eval_time": "5m", "exp_samples": [{"labels": demo, "value": 7}]},
+        {"expr": expr("Subjects"), "eval_time": "5m", "exp_samples": [{"labels": demo, "value": 3}]},
+        {"expr": expr("Registry requests per endpoint"), "eval_time": "5m", "exp_samples": [
+            {"labels": '{endpoint="/subjects/{subject}/versions", method="POST", riverlog_cluster="demo"}',
+             "value": 3},
+            {"labels": '{endpoint="/schemas/ids/{id}", method="GET", riverlog_cluster="demo"}', "value": 10}]},
+        {"expr": expr("Registry request latency p99 per endpoint"), "eval_time": "5m", "exp_samples": [
+            {"labels": '{endpoint="/subjects/{subject}/versions", method="POST"}', "value": 0.004975}]},
+        {"expr": expr("Registry errors per error code"), "eval_time": "5m", "exp_samples": [
+            {"labels": '{error_code="409", riverlog_cluster="demo"}', "value": 1},
+            {"labels": '{error_code="50004", riverlog_cluster="demo"}', "value": 1}]},
+        {"expr": expr("Registry server errors (5xx)"), "eval_time": "5m", "exp_samples": [
+            {"labels": '{endpoint="/subjects/{subject}/versions", riverlog_cluster="demo"}', "value": 1}]},
+        {"expr": expr("Registry writes forwarded and elections"), "eval_time": "5m", "exp_samples": [
+            {"labels": demo, "value": 1}]},
     ]}]}
     (tmp_path / "none.yaml").write_text("groups: []\n")
     (tmp_path / "tests.yaml").write_text(yaml.safe_dump(tests))

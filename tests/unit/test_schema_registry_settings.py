@@ -25,7 +25,8 @@ def test_confluent_property_names() -> None:
 
 @pytest.mark.parametrize("props,words", [
     ({}, "kafkastore.bootstrap.servers"),
-    ({"kafkastore.bootstrap.servers": "k:1", "listeners": "https://h:1"}, "http://HOST:PORT"),
+    ({"kafkastore.bootstrap.servers": "k:1", "listeners": "https://h:1"}, "ssl.keystore.location"),
+    ({"kafkastore.bootstrap.servers": "k:1", "listeners": "ftp://h:1"}, "http://HOST:PORT"),
     ({"kafkastore.bootstrap.servers": "k:1", "listeners": "http://h"}, "http://HOST:PORT"),
     ({"kafkastore.bootstrap.servers": "k:1", "schema.compatibility.level": "lenient"}, "one of"),
 ])

@@ -165,7 +165,7 @@ def test_progress_bar_on_a_terminal_redraws_one_line() -> None:
 
 
 def test_connector_bundled_with_spark_needs_no_jars(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    # The riverlog-spark image copies the connector into Spark's jars: nothing to add then.
+    # The riverlog-spark image copies the connector and spark-avro into Spark's jars: nothing to add then.
     jars = tmp_path / "jars"
     jars.mkdir()
     (jars / "spark-core_2.13-4.0.0.jar").touch()
@@ -173,7 +173,21 @@ def test_connector_bundled_with_spark_needs_no_jars(monkeypatch: pytest.MonkeyPa
     assert deps.spark_home_jars() == jars
     assert not deps.bundled_with_spark()
     (jars / "spark-sql-kafka-0-10_2.13-4.0.0.jar").touch()
+    assert not deps.bundled_with_spark()
+    (jars / "spark-avro_2.13-4.0.0.jar").touch()
     assert deps.bundled_with_spark()
+
+
+def test_a_cache_resolved_before_spark_avro_is_resolved_again(monkeypatch: pytest.MonkeyPatch,
+                                                              tmp_path: Path) -> None:
+    monkeypatch.setenv(deps.JARS_DIR_ENV, str(tmp_path))
+    (tmp_path / ".complete").write_text("4.0.0\n")
+    (tmp_path / "spark-sql-kafka-0-10_2.13-4.0.0.jar").touch()
+    assert not deps.is_installed("4.0.0")
+    (tmp_path / "spark-avro_2.13-4.0.0.jar").touch()
+    assert deps.is_installed("4.0.0")
+    assert deps.package_coordinates("4.0.0") == (
+        "org.apache.spark:spark-sql-kafka-0-10_2.13:4.0.0,org.apache.spark:spark-avro_2.13:4.0.0")
 
 
 def test_command_config_properties_become_connector_options() -> None:

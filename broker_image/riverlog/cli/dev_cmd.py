@@ -23,6 +23,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="first voter's CONTROLLER port (default 19092; the first three brokers vote)")
     p.add_argument("--metrics-port", type=int, default=9404,
                    help="first broker's metrics port (default 9404); 0 picks free ports")
+    p.add_argument("--schema-registry-port", type=int, default=8081, metavar="PORT",
+                   help="port of the schema registry run inside the first broker (default 8081; 0 for none)")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--advertised-host", default="localhost", help="host name clients are told (default localhost)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
@@ -54,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
             ports={n: args.port + n - 1 for n in nodes},
             controller_ports={n: args.controller_port + n - 1 for n in nodes if n <= QuorumDevCluster.VOTERS_MAX},
             metrics_ports={n: (args.metrics_port + n - 1) if args.metrics_port else 0 for n in nodes},
-            host=args.host, advertised_host=args.advertised_host,
+            host=args.host, advertised_host=args.advertised_host, registry_port=args.schema_registry_port,
         )
         asyncio.run(cluster.run_until_signalled())
     except OSError as exc:

@@ -17,9 +17,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         description="Run a schema registry instance. Its schemas live in the cluster's compacted _schemas topic; "
                     "start several against the same cluster and they elect one writer, the others forwarding "
                     "writes to it. Properties use Confluent's names (listeners, kafkastore.bootstrap.servers, "
-                    "kafkastore.topic, schema.compatibility.level, host.name, schema.registry.group.id).")
+                    "kafkastore.topic, schema.compatibility.level, host.name, schema.registry.group.id; "
+                    "https with ssl.keystore.*, basic auth with authentication.*, a secured cluster with "
+                    "kafkastore.security.protocol and kafkastore.sasl.*/ssl.*: docs/schema-registry.md).")
     p.add_argument("--bootstrap-server", metavar="HOST:PORT", help="the cluster (kafkastore.bootstrap.servers)")
-    p.add_argument("--listeners", metavar="http://HOST:PORT", help="where to serve the REST API (default "
+    p.add_argument("--listeners", metavar="http(s)://HOST:PORT", help="where to serve the REST API (default "
                    "http://0.0.0.0:8081)")
     p.add_argument("--config", metavar="FILE", help="a schema-registry.properties file")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import urllib.error
 import urllib.parse
@@ -13,10 +12,10 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from ..config import ConfigError
+from .schemas_connection import CA_ENV, DEFAULT_URL, URL_ENV, USER_INFO_ENV, Connection, connection
 from .table import format_table
 
-DEFAULT_URL = "http://localhost:8081"
-URL_ENV = "RIVERLOG_SCHEMA_REGISTRY_URL"
 V1_JSON = "application/vnd.schemaregistry.v1+json"
 
 
@@ -29,12 +28,12 @@ class RegistryCallError(Exception):
         self.code = code
 
 
-def call(url: str, method: str, path: str, body: object = None) -> Any:
+def call(conn: Connection, method: str, path: str, body: object = None) -> Any:
     data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(url.rstrip("/") + path, data=data, method=method,
-                                     headers={"Content-Type": V1_JSON, "Accept": V1_JSON})
+    request = urllib.request.Request(conn.url.rstrip("/") + path, data=data, method=method,
+                                     headers={"Content-Type": V1_JSON, "Accept": V1_JSON, **conn.headers})
     try:
-        with urllib.request.urlopen(request, timeout=30) as response:
+        with urllib.request.urlopen(request, timeout=30, context=conn.ssl_context) as response:
             return json.loads(response.read() or b"null")
     except urllib.error.HTTPError as exc:
         payload = exc.read()
@@ -52,8 +51,16 @@ def quoted(subject: str) -> str:
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("schemas", help="list, read, register and check schemas in a schema registry",
                        description="Talk to a schema registry (Confluent's REST API) at --url, default "
-                                   f"${URL_ENV} or {DEFAULT_URL}.")
-    p.add_argument("--url", default=os.environ.get(URL_ENV, DEFAULT_URL), help="the registry's URL")
+                                   f"the --config file's url, ${URL_ENV} or {DEFAULT_URL}.")
+    p.add_argument("--url", default="", help="the registry's URL")
+    p.add_argument("--config", default="", metavar="FILE",
+                   help="client properties as Confluent's clients name them: basic.auth.credentials.source, "
+                        "basic.auth.user.info, ssl.ca.location, ssl.certificate.location, ssl.key.location, url")
+    p.add_argument("--user", default="", metavar="USER:PASSWORD",
+                   help=f"basic auth credentials (basic.auth.user.info; or ${USER_INFO_ENV})")
+    p.add_argument("--ca-file", default="", metavar="FILE",
+                   help=f"PEM CA certificates that sign an https registry's certificate (ssl.ca.location; "
+                        f"or ${CA_ENV})")
     actions = p.add_subparsers(dest="action", metavar="ACTION")
     actions.required = True
 
@@ -92,13 +99,18 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def _guarded(args: argparse.Namespace, work: Any) -> int:
     try:
+        args.conn = connection(args.url, config=args.config, user=args.user, ca_file=args.ca_file)
+    except (ConfigError, OSError) as exc:
+        print(f"riverlog schemas {args.action}: {exc}", file=sys.stderr)
+        return 2
+    try:
         result: int = work()
         return result
     except RegistryCallError as exc:
         print(f"riverlog schemas {args.action}: {exc}", file=sys.stderr)
         return 1
     except (OSError, ValueError) as exc:
-        print(f"riverlog schemas {args.action}: cannot reach {args.url}: {exc}", file=sys.stderr)
+        print(f"riverlog schemas {args.action}: cannot reach {args.conn.url}: {exc}", file=sys.stderr)
         return 1
 
 
@@ -106,8 +118,8 @@ def run_list(args: argparse.Namespace) -> int:
     def work() -> int:
         query = urllib.parse.urlencode({"subjectPrefix": args.prefix, "deleted": str(args.deleted).lower()})
         rows = []
-        for subject in call(args.url, "GET", f"/subjects?{query}"):
-            latest = call(args.url, "GET", f"/subjects/{quoted(subject)}/versions/latest"
+        for subject in call(args.conn, "GET", f"/subjects?{query}"):
+            latest = call(args.conn, "GET", f"/subjects/{quoted(subject)}/versions/latest"
                                            f"?deleted={str(args.deleted).lower()}")
             rows.append([subject, latest["version"], latest["id"], latest.get("schemaType", "AVRO")])
         print(format_table(["subject", "latest version", "id", "type"], rows))
@@ -119,10 +131,10 @@ def run_list(args: argparse.Namespace) -> int:
 def run_get(args: argparse.Namespace) -> int:
     def work() -> int:
         if args.id is not None:
-            found = call(args.url, "GET", f"/schemas/ids/{args.id}")
+            found = call(args.conn, "GET", f"/schemas/ids/{args.id}")
             print(f"# id {args.id}, type {found.get('schemaType', 'AVRO')}")
         elif args.subject:
-            found = call(args.url, "GET", f"/subjects/{quoted(args.subject)}/versions/{args.version}")
+            found = call(args.conn, "GET", f"/subjects/{quoted(args.subject)}/versions/{args.version}")
             print(f"# subject {found['subject']}, version {found['version']}, id {found['id']}, "
                   f"type {found.get('schemaType', 'AVRO')}")
         else:
@@ -149,7 +161,7 @@ def _body(args: argparse.Namespace) -> dict[str, Any]:
 
 def run_register(args: argparse.Namespace) -> int:
     def work() -> int:
-        answer = call(args.url, "POST", f"/subjects/{quoted(args.subject)}/versions"
+        answer = call(args.conn, "POST", f"/subjects/{quoted(args.subject)}/versions"
                                         f"?normalize={str(args.normalize).lower()}", _body(args))
         print(f"registered under {args.subject}: id {answer['id']}")
         return 0
@@ -162,7 +174,7 @@ def run_check(args: argparse.Namespace) -> int:
         path = f"/compatibility/subjects/{quoted(args.subject)}/versions"
         if args.version:
             path += f"/{args.version}"
-        answer = call(args.url, "POST", f"{path}?verbose=true&normalize={str(args.normalize).lower()}", _body(args))
+        answer = call(args.conn, "POST", f"{path}?verbose=true&normalize={str(args.normalize).lower()}", _body(args))
         if answer["is_compatible"]:
             print(f"compatible with {args.subject}")
             return 0
@@ -178,8 +190,8 @@ def run_config(args: argparse.Namespace) -> int:
     def work() -> int:
         path = "/config" + (f"/{quoted(args.subject)}" if args.subject else "")
         if args.level:
-            call(args.url, "PUT", path, {"compatibility": args.level.upper()})
-        level = call(args.url, "GET", path + ("?defaultToGlobal=true" if args.subject else ""))
+            call(args.conn, "PUT", path, {"compatibility": args.level.upper()})
+        level = call(args.conn, "GET", path + ("?defaultToGlobal=true" if args.subject else ""))
         print(format_table(["subject", "compatibility"], [[args.subject or "(global)", level["compatibilityLevel"]]]))
         return 0
 

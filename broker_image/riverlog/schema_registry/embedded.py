@@ -28,17 +28,17 @@ class EmbeddedRegistry:
 
     def start(self) -> None:
         """Start in the background: the broker is serving already, the registry follows."""
+        # BrokerConfig refused a registry without a PLAINTEXT listener at start.
         plain = [lst for lst in self.config.advertised_listeners()
                  if self.config.security_protocol(lst.name) == "PLAINTEXT"]
-        if not plain:
-            log.error("schema.registry.listeners is set but the broker has no PLAINTEXT listener for the "
-                      "registry to use; run `riverlog schema-registry` with client credentials instead")
-            return
         props = {"listeners": self.config.get("schema.registry.listeners"),
                  "kafkastore.bootstrap.servers": f"{plain[0].host}:{plain[0].port}"}
         if self.config.get("schema.registry.host.name"):
             props["host.name"] = self.config.get("schema.registry.host.name")
         self.server = RegistryServer(settings_from(props))
+        # A cluster starting together (riverlog dev) registers its brokers over a few moments:
+        # wait for as many as its topics replicate to, so _schemas is not created with one copy.
+        self.server.kafka_log.expected_brokers = min(3, self.config.get_int("default.replication.factor"))
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def _run(self) -> None:

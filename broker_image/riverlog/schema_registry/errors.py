@@ -13,9 +13,22 @@ class RegistryError(Exception):
         self.status = status
         self.code = code
         self.message = message
+        self.headers: dict[str, str] = {}
 
     def body(self) -> dict[str, object]:
         return {"error_code": self.code, "message": self.message}
+
+
+def unauthorized(challenge: str) -> RegistryError:
+    """No credentials or wrong ones: Jetty's 401 with the challenge, in Confluent's error body."""
+    error = RegistryError(401, 401, "Unauthorized")
+    error.headers["WWW-Authenticate"] = challenge
+    return error
+
+
+def forbidden() -> RegistryError:
+    """A known user whose roles are not among ``authentication.roles``."""
+    return RegistryError(403, 403, "Forbidden")
 
 
 def subject_not_found(subject: str) -> RegistryError:

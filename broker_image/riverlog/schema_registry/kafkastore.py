@@ -25,6 +25,7 @@ from .store import Store
 log = logging.getLogger(__name__)
 
 WRITE_TIMEOUT = 30.0
+BROKER_WAIT = 30.0
 
 
 def topic_settings(brokers: int) -> tuple[int, dict[str, str]]:
@@ -53,6 +54,10 @@ class KafkaLog:
         self._consumer: Consumer | None = None
         self._producer: Producer | None = None
         self.cluster_id = ""
+        # Brokers to wait for (up to BROKER_WAIT seconds) before creating _schemas, whose copies
+        # are min(3, brokers registered then): set by the in-broker registry, which starts with
+        # its broker and so may see a cluster still coming up.
+        self.expected_brokers = 1
         # The epoch this instance claimed as the writer (None: not the writer); every record it
         # writes carries it, and readers ignore records of an epoch later claims superseded.
         self.writer_epoch: int | None = None
@@ -97,6 +102,7 @@ class KafkaLog:
 
     async def _ensure_topic(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
+        wait_until = time.monotonic() + min(BROKER_WAIT, timeout / 2)
         async with AdminClient(self.bootstrap, client_id=self.client_id, security=self.security) as admin:
             while True:
                 try:
@@ -105,6 +111,11 @@ class KafkaLog:
                     existing = await admin.list_topics(include_internal=True)
                     if any(t.name == self.topic for t in existing):
                         return
+                    if len(cluster.brokers) < self.expected_brokers and time.monotonic() < wait_until:
+                        log.info("schema registry: %d of %d brokers registered; waiting before creating %s",
+                                 len(cluster.brokers), self.expected_brokers, self.topic)
+                        await asyncio.sleep(0.5)
+                        continue
                     replication, configs = topic_settings(len(cluster.brokers))
                     await admin.create_topic(self.topic, 1, replication, configs)
                     log.info("schema registry: created topic %s (1 partition, replication factor %d, %s)",

@@ -5,12 +5,18 @@ Confluent documents them. Writes on an instance that is not the writer are forwa
 to the writer and answered as it answered; the forwarding instance then waits until it has read
 the write from ``_schemas`` itself, so a client that registers through one instance can read the
 result back from the same instance at once.
+
+With ``authentication.method=BASIC`` every request but the skipped paths needs a user's
+credentials (401 and a ``WWW-Authenticate`` challenge without them, 403 for a user without an
+allowed role), and a forwarded write carries the caller's ``Authorization`` header, so the writer
+decides on the same user.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import ssl
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
@@ -23,6 +29,7 @@ from .formats import SCHEMA_TYPES
 from .metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from .metrics import RegistryMetrics
 from .records import SchemaValue
+from .security_settings import AuthSettings
 from .service import Registry, SchemaRequest, parse_version
 from .store import StoredSchema
 
@@ -112,13 +119,16 @@ def _schema_id(request: web.Request) -> int:
 
 class RestApi:
     def __init__(self, registry: Registry, role: Role, metrics: RegistryMetrics, *,
-                 cluster_id: str = "", group_id: str = "", max_body: int = DEFAULT_MAX_BODY) -> None:
+                 cluster_id: str = "", group_id: str = "", max_body: int = DEFAULT_MAX_BODY,
+                 auth: AuthSettings | None = None, forward_ssl: ssl.SSLContext | None = None) -> None:
         self.registry = registry
         self.role = role
         self.metrics = metrics
         self.cluster_id = cluster_id
         self.group_id = group_id
         self.max_body = max_body
+        self.auth = auth
+        self.forward_ssl = forward_ssl  # checks the writer's certificate when forwarding over https
         self._session: aiohttp.ClientSession | None = None
 
     def app(self) -> web.Application:
@@ -170,6 +180,7 @@ class RestApi:
         info = request.match_info.route.resource
         endpoint = info.canonical if info is not None else "unmatched"
         try:
+            self._authenticate(request)
             response = await handler(request)
         except errors.RegistryError as exc:
             response = self._error(request, exc)
@@ -184,9 +195,21 @@ class RestApi:
         self.metrics.latency.labels(request.method, endpoint).observe(time.monotonic() - started)
         return response
 
+    def _authenticate(self, request: web.Request) -> None:
+        """Before anything else, routing included: an unauthenticated caller learns nothing."""
+        if self.auth is None or self.auth.skips(request.path):
+            return
+        decision = self.auth.authenticator.decide(request.headers.get("Authorization"))
+        if decision.status == 401:
+            raise errors.unauthorized(self.auth.authenticator.challenge())
+        if decision.status == 403:
+            raise errors.forbidden()
+
     def _error(self, request: web.Request, exc: errors.RegistryError) -> web.Response:
         self.metrics.errors.labels(str(exc.code)).inc()
-        return _json_response(exc.body(), exc.status, _response_type(request))
+        response = _json_response(exc.body(), exc.status, _response_type(request))
+        response.headers.update(exc.headers)
+        return response
 
     def ok(self, request: web.Request, body: object) -> web.Response:
         return _json_response(body, 200, _response_type(request))
@@ -233,8 +256,11 @@ class RestApi:
         if body is not None and len(body) > self.max_body:
             raise errors.RegistryError(413, 413, f"Request body is larger than the limit of {self.max_body} bytes")
         if self._session is None:
-            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=FORWARD_TIMEOUT))
-        headers = {k: v for k, v in request.headers.items() if k.lower() in ("content-type", "accept")}
+            connector = aiohttp.TCPConnector(ssl=self.forward_ssl) if self.forward_ssl is not None else None
+            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=FORWARD_TIMEOUT),
+                                                  connector=connector)
+        # The caller's credentials go along (as Confluent's forwarding does): the writer decides on them too.
+        headers = {k: v for k, v in request.headers.items() if k.lower() in ("content-type", "accept", "authorization")}
         headers[FORWARDED_HEADER] = "1"
         self.metrics.forwarded.inc()
         try:

@@ -46,6 +46,7 @@ class RegistryServer:
     def __init__(self, settings: RegistrySettings, *, parser: SchemaParser = parse_schema,
                  security: ClientSecurity | None = None) -> None:
         self.settings = settings
+        security = security or settings.kafka_security
         self.store = Store()
         self.kafka_log = KafkaLog(settings.bootstrap, settings.topic, self.store, security=security)
         self.registry = Registry(self.store, self.kafka_log, parser=parser,
@@ -54,7 +55,7 @@ class RegistryServer:
         self.metrics = RegistryMetrics()
         self.metrics.track_state(lambda: (self.store.schema_count(), len(self.store.subjects()),
                                           self.role.writing, self.store.offset))
-        self.identity = Identity(settings.advertised_host, settings.port, "http", settings.leader_eligible)
+        self.identity = Identity(settings.advertised_host, settings.port, settings.scheme, settings.leader_eligible)
         self.election = WriterElection(settings.bootstrap, settings.group_id, self.identity, self._on_assignment,
                                        security=security)
         self._runner: web.AppRunner | None = None
@@ -66,14 +67,24 @@ class RegistryServer:
         log.info("schema registry: starting; schemas in topic %s of the cluster at %s", self.settings.topic,
                  self.settings.bootstrap)
         await self.kafka_log.start()
+        https = self.settings.https
         api = RestApi(self.registry, self.role, self.metrics, cluster_id=self.kafka_log.cluster_id,
-                      group_id=self.settings.group_id, max_body=self.settings.max_body)
+                      group_id=self.settings.group_id, max_body=self.settings.max_body, auth=self.settings.auth,
+                      forward_ssl=https.client_context() if https is not None else None)
         self._runner = web.AppRunner(api.app(), access_log=None)
         await self._runner.setup()
-        await web.TCPSite(self._runner, self.settings.host or None, self.settings.port).start()
+        serving = []
+        for listener in self.settings.listeners:
+            context = None
+            if listener.scheme == "https":
+                assert https is not None  # settings_from reads TLS settings whenever a listener is https
+                context = https.server_context()
+            await web.TCPSite(self._runner, listener.host or None, listener.port, ssl_context=context).start()
+            serving.append(f"{listener.scheme}://{listener.host or '0.0.0.0'}:{listener.port}")
         self.election.start()
-        log.info("Riverlog schema registry ready in %.2fs at %s (listening on %s:%d): %d subjects, %d schemas",
-                 time.monotonic() - started, self.settings.url, self.settings.host or "0.0.0.0", self.settings.port,
+        auth = "basic authentication" if self.settings.auth else "no authentication"
+        log.info("Riverlog schema registry ready in %.2fs at %s (listening on %s, %s): %d subjects, %d schemas",
+                 time.monotonic() - started, self.settings.url, ", ".join(serving), auth,
                  len(self.store.subjects()), self.store.schema_count())
 
     async def stop(self) -> None:

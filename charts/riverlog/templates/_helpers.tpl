@@ -114,6 +114,15 @@ riverlog-operator
 - apiGroups: [policy]
   resources: [poddisruptionbudgets]
   verbs: [get, list, watch, create, patch]
+# A Cluster's schema registry (spec.schemaRegistry) removed or disabled: the operator deletes
+# its Deployment, Service and ConfigMap by name, only those the Cluster owns (read first, then
+# deleted with a uid precondition). The garbage collector would only remove them with the Cluster.
+- apiGroups: [apps]
+  resources: [deployments]
+  verbs: [delete]
+- apiGroups: [""]
+  resources: [services, configmaps]
+  verbs: [delete]
 # The NetworkPolicy guarding each Connect's and Mirror's REST API: server-side apply (create
 # when absent, else patch); with connect.networkPolicy.enabled false the operator reads one
 # left from before and deletes it if the Connect or Mirror owns it (get, delete).

@@ -36,6 +36,7 @@ from .common import (
     cluster_ca_cert_secret_name,
     hardened_container,
     restricted_pod_security,
+    spread_over_nodes,
 )
 from .connect_metrics import METRICS_CONFIG_ENV, METRICS_CONFIG_FILE, METRICS_PORT_ENV, exporter_config_text
 from .statefulset import CONFIG_HASH_ANNOTATION
@@ -568,11 +569,7 @@ def build_deployment(inputs: ConnectInputs) -> dict[str, Any]:
                     "automountServiceAccountToken": False,
                     "securityContext": restricted_pod_security(),
                     # Workers on different nodes where possible: a node failure stops fewer tasks.
-                    "affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
-                        "weight": 100,
-                        "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname",
-                                            "labelSelector": {"matchLabels": selector_labels(ref)}},
-                    }]}},
+                    "affinity": spread_over_nodes(selector_labels(ref)),
                     "containers": [_container(inputs, mounts)],
                     "volumes": volumes,
                 },

@@ -35,6 +35,7 @@ from .key_material import (
     operator_security,
     plan_key_material,
 )
+from .schema_registry import reconcile_registry
 
 log = logging.getLogger(__name__)
 
@@ -207,6 +208,10 @@ async def reconcile_cluster(api: KubeApi, body: Mapping[str, Any], default_image
         failure = exc
         problem = ("ApplyFailed", f"the API server refused a manifest: {exc}")
 
+    # The schema registry (spec.schemaRegistry): its objects applied, or removed once the spec is gone.
+    registry = await reconcile_registry(api, inputs.ref, spec, default_image, status.get("schemaRegistry"),
+                                        generation, now(), previous)
+
     pods: list[dict[str, Any]] = []
     if sts is not None and failure is None:
         pods = [p for p in await api.list("Pod", namespace, label_selector=selector_string(name))
@@ -251,10 +256,13 @@ async def reconcile_cluster(api: KubeApi, body: Mapping[str, Any], default_image
         "offlinePartitions": snap.state.offline if snap else None,
         "restartToken": restart_token,
         "rebalancedReplicas": rebalanced,
-        "conditions": cluster_conditions(obs, generation, now(), previous),
+        "conditions": cluster_conditions(obs, generation, now(), previous) + registry.conditions,
+        "schemaRegistry": registry.status,  # None removes it (merge patch)
     }
     if key_material is not None:
         new_status["certificateAuthorities"] = key_material.status
     await api.merge_patch("Cluster", name, namespace, {"status": new_status}, subresource="status")
     if failure is not None:
         raise ReconcileError(str(failure))
+    if registry.failure is not None:
+        raise ReconcileError(f"schema registry: {registry.failure}")

@@ -83,7 +83,10 @@ def read_stream(spark: SparkSession, bootstrap: str, topic: str, args: argparse.
 
 
 def await_query(query: StreamingQuery, timeout: float | None) -> int:
-    """Wait for the query: until it ends (finite triggers), ``timeout`` passes or Ctrl-C."""
+    """Wait for the query: until it ends (finite triggers), ``timeout`` passes or Ctrl-C.
+    A failed query is logged as one error line (its cause) and gives exit status 1."""
+    from pyspark.errors import StreamingQueryException
+
     try:
         if timeout is None:
             query.awaitTermination()
@@ -92,6 +95,8 @@ def await_query(query: StreamingQuery, timeout: float | None) -> int:
             query.stop()
     except KeyboardInterrupt:
         query.stop()
+    except StreamingQueryException:
+        pass  # awaitTermination raises the query's failure; query.exception() below reports it
     error = query.exception()
     if error is not None:
         log.error("query %s failed: %s", query.name, error)

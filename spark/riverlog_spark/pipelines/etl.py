@@ -1,4 +1,4 @@
-"""Streaming ETL: JSON events -> event-time windowed aggregates -> an output topic.
+"""Streaming ETL: JSON (or Avro) events -> event-time windowed aggregates -> an output topic.
 
 Events are parsed with the event schema (records that are not such JSON are dropped), grouped
 by a tumbling event-time window and their category with a watermark, and written to the output
@@ -19,6 +19,11 @@ ended. Kafka's sink is at-least-once, so a micro-batch cut short may be written 
 restart; it writes the same records, because keys and values are functions of the window and
 the events in it. Reading the output as a table keyed by record key (what a compacted output
 topic keeps) therefore gives each window exactly once.
+
+``--value-format avro --schema-registry URL`` reads values in the schema registry's wire format
+instead (``riverlog-spark generate --format avro`` writes them): the subject's (default
+``<input topic>-value``) versions are fetched when the pipeline starts, each record is decoded
+with its own writer schema and the latest version as the reader; ``avro_values.py`` has the rules.
 """
 
 from __future__ import annotations
@@ -26,8 +31,10 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from ..schemas import event_schema
+from .. import registry_client
+from ..schemas import AMOUNT_PRECISION, AMOUNT_SCALE, EVENT_FIELDS, event_schema
 from ..session import kafka_options
+from . import avro_values
 from .common import ISO_FORMAT, add_streaming_arguments, apply_trigger, await_query, read_stream
 
 if TYPE_CHECKING:
@@ -46,14 +53,49 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="how late an event may be and still count (default: %(default)s)")
     parser.add_argument("--output-mode", choices=("append", "update"), default="append",
                         help="append: final windows once; update: a changelog (default: %(default)s)")
+    parser.add_argument("--value-format", choices=("json", "avro"), default="json",
+                        help="events' values: JSON, or Avro in the schema registry's wire format "
+                             "(default: %(default)s)")
+    parser.add_argument("--schema-registry", metavar="URL", default=registry_client.default_url(),
+                        help="the schema registry, for --value-format avro (default: "
+                             f"${registry_client.URL_ENV})")
+    parser.add_argument("--value-subject", default=None,
+                        help="the subject of the events' schemas (default: <input topic>-value)")
     add_streaming_arguments(parser, default_checkpoint="checkpoints/etl")
 
 
-def parse_events(raw: DataFrame) -> DataFrame:
-    """Kafka records -> event columns plus ``event_time``; records that do not parse are dropped."""
-    from pyspark.sql import functions as F
+def prepare(args: argparse.Namespace) -> None:
+    """Before Spark starts: fetch the Avro values' schemas, so a wrong registry or subject is a
+    one-line error rather than a failed query."""
+    args.value_schemas = None
+    if args.value_format != "avro":
+        return
+    if not args.schema_registry:
+        raise SystemExit(f"riverlog-spark: --value-format avro needs --schema-registry URL "
+                         f"(or ${registry_client.URL_ENV})")
+    subject = args.value_subject or registry_client.topic_subject(args.input_topic)
+    try:
+        args.value_schemas = avro_values.fetch(args.schema_registry, subject, EVENT_FIELDS)
+    except (registry_client.RegistryClientError, avro_values.ValueSchemaError) as exc:
+        raise SystemExit(f"riverlog-spark: {exc}") from None
 
-    parsed = raw.select(F.from_json(F.col("value").cast("string"), event_schema()).alias("e")).select("e.*")
+
+def parse_events(raw: DataFrame, value_schemas: avro_values.ValueSchemas | None = None) -> DataFrame:
+    """Kafka records -> event columns plus ``event_time``; records that do not parse are dropped.
+    With ``value_schemas`` values are Avro in the registry's wire format, else JSON."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import DecimalType
+
+    if value_schemas is None:
+        parsed = raw.select(F.from_json(F.col("value").cast("string"), event_schema()).alias("e")).select("e.*")
+    else:
+        # The reader schema's own types, made the JSON path's (its amount is a decimal already
+        # when the schema is the generator's).
+        decoded = avro_values.decode(raw, value_schemas)
+        parsed = decoded.select(
+            *(F.col(name).cast("string").alias(name) for name in ("event_id", "user", "category")),
+            F.col("amount").cast(DecimalType(AMOUNT_PRECISION, AMOUNT_SCALE)).alias("amount"),
+            F.col("ts").cast("long").alias("ts"))
     return (parsed
             .where(F.col("ts").isNotNull() & F.col("category").isNotNull())
             .withColumn("event_time", F.timestamp_millis(F.col("ts"))))
@@ -83,7 +125,7 @@ def to_records(aggregates: DataFrame) -> DataFrame:
 
 def run(spark: SparkSession, args: argparse.Namespace) -> int:
     raw = read_stream(spark, args.bootstrap, args.input_topic, args, args.kafka_extra)
-    records = to_records(windowed_aggregates(parse_events(raw), args.window, args.watermark))
+    records = to_records(windowed_aggregates(parse_events(raw, args.value_schemas), args.window, args.watermark))
     writer = (records.writeStream
               .queryName("riverlog-etl")
               .format("kafka")
