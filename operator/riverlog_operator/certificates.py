@@ -86,15 +86,17 @@ def new_ca(common_name: str, unit: str, now: datetime.datetime,
 
 
 def issue(ca: Issued, common_name: str, unit: str, now: datetime.datetime, validity: datetime.timedelta, *,
-          dns_names: tuple[str, ...] = (), server: bool = False) -> Issued:
+          dns_names: tuple[str, ...] = (), server: bool = False, client: bool = True) -> Issued:
     """A certificate signed by ``ca``; a server certificate names ``dns_names`` and may also act
-    as a client (a broker is a client of the other brokers). Never valid past the CA itself."""
+    as a client (a broker is a client of the other brokers) unless ``client`` is false (a
+    certificate only for serving: the brokers would not take it as a client's). Never valid past
+    the CA itself."""
     ca_key = serialization.load_pem_private_key(ca.key_pem, password=None)
     assert isinstance(ca_key, ec.EllipticCurvePrivateKey)
     ca_cert = ca.certificate
     key = ec.generate_private_key(ec.SECP256R1())
-    usages = [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH] if server \
-        else [ExtendedKeyUsageOID.CLIENT_AUTH]
+    usages = ([ExtendedKeyUsageOID.SERVER_AUTH] if server else []) + \
+        ([ExtendedKeyUsageOID.CLIENT_AUTH] if client or not server else [])
     builder = (x509.CertificateBuilder().subject_name(_name(common_name, unit)).issuer_name(ca_cert.subject)
                .public_key(key.public_key()).serial_number(x509.random_serial_number())
                .not_valid_before(now - datetime.timedelta(minutes=5))

@@ -92,6 +92,26 @@ COMPATIBILITY_LEVELS = ("NONE", "BACKWARD", "BACKWARD_TRANSITIVE", "FORWARD", "F
 
 
 @dataclass(frozen=True)
+class RegistryKafkaAuth:
+    """``spec.schemaRegistry.authentication``: the registry connects to the Cluster as this
+    ``User`` (of the Cluster, in its namespace), over ``type`` (AUTH_SCRAM or AUTH_TLS)."""
+
+    type: str
+    user: str
+
+
+@dataclass(frozen=True)
+class RegistryBasicAuth:
+    """``spec.schemaRegistry.basicAuth``: HTTP basic authentication of the REST API, its users
+    from a Jetty users file in a Secret (``users_secret``/``users_key``)."""
+
+    users_secret: str
+    users_key: str = "users.properties"
+    realm: str = "SchemaRegistry-Props"
+    roles: tuple[str, ...] = ()  # empty: any authenticated user (the registry's "*")
+
+
+@dataclass(frozen=True)
 class SchemaRegistrySpec:
     """``spec.schemaRegistry``: Riverlog's schema registry (issue #20) run for the Cluster, its
     schemas in the Cluster's ``_schemas`` topic (``builders/schema_registry.py``)."""
@@ -104,6 +124,12 @@ class SchemaRegistrySpec:
     # ...); what the operator owns is refused by the CRD.
     config: dict[str, str] = field(default_factory=dict)
     metrics_enabled: bool = True
+    authentication: RegistryKafkaAuth | None = None  # None: the Cluster's listener without authentication
+    # https on the REST port: True with ``tls_secret`` None is a certificate the operator issues
+    # from the Cluster CA; ``tls_secret`` a kubernetes.io/tls Secret (tls.crt, tls.key, ca.crt).
+    tls: bool = False
+    tls_secret: str | None = None
+    basic_auth: RegistryBasicAuth | None = None
 
     @classmethod
     def from_dict(cls, item: Mapping[str, Any] | None) -> SchemaRegistrySpec | None:
@@ -114,7 +140,26 @@ class SchemaRegistrySpec:
                    compatibility_level=str(item.get("compatibilityLevel") or "BACKWARD").upper(),
                    resources=dict(item.get("resources") or {}),
                    config={str(k): _property_value(v) for k, v in (item.get("config") or {}).items()},
-                   metrics_enabled=bool((item.get("metrics") or {}).get("enabled", True)))
+                   metrics_enabled=bool((item.get("metrics") or {}).get("enabled", True)),
+                   authentication=_registry_auth(item.get("authentication")),
+                   tls=item.get("tls") is not None,
+                   tls_secret=((item.get("tls") or {}).get("certificateSecret") or {}).get("name") or None,
+                   basic_auth=_basic_auth(item.get("basicAuth")))
+
+
+def _registry_auth(item: Mapping[str, Any] | None) -> RegistryKafkaAuth | None:
+    if not item:
+        return None
+    return RegistryKafkaAuth(str(item.get("type") or AUTH_SCRAM), str((item.get("userRef") or {}).get("name", "")))
+
+
+def _basic_auth(item: Mapping[str, Any] | None) -> RegistryBasicAuth | None:
+    if not item:
+        return None
+    users = item.get("usersSecret") or {}
+    return RegistryBasicAuth(str(users.get("name", "")), str(users.get("key") or "users.properties"),
+                             str(item.get("realm") or "SchemaRegistry-Props"),
+                             tuple(str(r) for r in item.get("roles") or ()))
 
 
 @dataclass(frozen=True)

@@ -320,10 +320,20 @@ def test_every_optional_part_renders(helm_env: dict[str, str]) -> None:
     assert registry_sm["spec"]["selector"]["matchLabels"].items() <= registry_service["metadata"]["labels"].items()
     assert not brokers["spec"]["selector"]["matchLabels"].items() <= registry_service["metadata"]["labels"].items()
     assert "metrics" in [p["name"] for p in registry_service["spec"]["ports"]]
-    (endpoint,) = registry_sm["spec"]["endpoints"]
-    assert endpoint["port"] == "metrics" and endpoint["path"] == "/metrics"
-    assert endpoint["relabelings"] == [{"sourceLabels": ["__meta_kubernetes_service_label_riverlog_dev_cluster"],
-                                        "targetLabel": "riverlog_cluster"}]
+    # With spec.schemaRegistry.tls the port is "metrics-https", scraped over https.
+    https_inputs = inputs_for(ClusterRef("demo", "prod", "uid-3"), ClusterSpec.from_dict(
+        {"listeners": [{"name": "TLS", "port": 9093, "tls": True}], "schemaRegistry": {"tls": {}}}), "riverlog:x")
+    assert https_inputs is not None
+    assert "metrics-https" in [p["name"] for p in build_service(https_inputs)["spec"]["ports"]]
+    plain, https = registry_sm["spec"]["endpoints"]
+    assert (plain["port"], plain["path"], "scheme" in plain) == ("metrics", "/metrics", False)
+    assert (https["port"], https["path"], https["scheme"]) == ("metrics-https", "/metrics", "https")
+    assert https["tlsConfig"] == {"insecureSkipVerify": True}
+    for endpoint in (plain, https):
+        assert endpoint["relabelings"] == [
+            {"sourceLabels": ["__meta_kubernetes_service_label_riverlog_dev_cluster"],
+             "targetLabel": "riverlog_cluster"},
+            {"targetLabel": "riverlog_component", "replacement": "schema-registry"}]
     operator_sm = one(docs, "ServiceMonitor", "riverlog-operator")
     assert operator_sm["spec"]["selector"]["matchLabels"].items() <= one(docs, "Service")["metadata"]["labels"].items()
 
@@ -373,6 +383,8 @@ def test_alert_rules_fire_when_they_should(helm_env: dict[str, str], tmp_path: P
     calm = {"riverlog_cluster": "calm"}
     etl = {"riverlog_connect": "etl", "riverlog_kind": "connect"}
     dr = {"riverlog_connect": "dr", "riverlog_kind": "mirror"}
+    sr_demo = {**demo, "riverlog_component": "schema-registry"}
+    sr_calm = {**calm, "riverlog_component": "schema-registry"}
     tests = {"rule_files": [rules_file.name], "evaluation_interval": "1m", "tests": [{
         "interval": "1m",
         "input_series": [
@@ -416,6 +428,21 @@ def test_alert_rules_fire_when_they_should(helm_env: dict[str, str], tmp_path: P
                    topic="old.orders", partition="0", **dr),
             series("riverlog_mirror_record_age_max_seconds", "1x22", source="old", target="new",
                    topic="old.payments", partition="0", **dr),
+            # demo's schema registry: its writer steps down at 2m and none takes over; one instance
+            # stops answering at 2m (not a broker: RiverlogBrokerDown leaves it out); a third of its
+            # requests answer 500 from 2m. calm's registry: one writer, only 200s.
+            series("riverlog_schema_registry_writer", "1 1 0x20", pod="demo-schema-registry-a", **sr_demo),
+            series("riverlog_schema_registry_writer", "0x22", pod="demo-schema-registry-b", **sr_demo),
+            series("up", "1 1 0x20", pod="demo-schema-registry-b", **sr_demo),
+            series("riverlog_schema_registry_requests_total", "0+60x22", pod="demo-schema-registry-a", method="GET",
+                   endpoint="/subjects", status="200", **sr_demo),
+            series("riverlog_schema_registry_requests_total", "0 0 0+30x20", pod="demo-schema-registry-a",
+                   method="POST", endpoint="/subjects/{subject}/versions", status="500", **sr_demo),
+            series("riverlog_schema_registry_writer", "1x22", pod="calm-schema-registry-a", **sr_calm),
+            series("riverlog_schema_registry_writer", "0x22", pod="calm-schema-registry-b", **sr_calm),
+            series("up", "1x22", pod="calm-schema-registry-a", **sr_calm),
+            series("riverlog_schema_registry_requests_total", "0+60x22", pod="calm-schema-registry-a", method="GET",
+                   endpoint="/subjects", status="200", **sr_calm),
         ],
         "alert_rule_test": [
             {"eval_time": "2m", "alertname": "RiverlogActiveControllerAbsent", "exp_alerts": []},
@@ -475,6 +502,23 @@ def test_alert_rules_fire_when_they_should(helm_env: dict[str, str], tmp_path: P
                 "exp_labels": {"severity": "warning", "namespace": "prod", "riverlog_connect": "dr",
                                "source": "old", "target": "new", "topic": "old.orders"},
                 "exp_annotations": {"summary": "Mirror prod/dr lags 13m 0s on old.orders"}}]},
+            # No writer from 2m, firing once that lasted 5 minutes (schemaRegistry.noWriterFor).
+            {"eval_time": "6m", "alertname": "RiverlogSchemaRegistryNoWriter", "exp_alerts": []},
+            {"eval_time": "7m", "alertname": "RiverlogSchemaRegistryNoWriter", "exp_alerts": [{
+                "exp_labels": {"severity": "critical", "namespace": "prod", "riverlog_cluster": "demo"},
+                "exp_annotations": {"summary": "The schema registry of Riverlog cluster prod/demo has 0 writers"}}]},
+            {"eval_time": "6m", "alertname": "RiverlogSchemaRegistryInstanceDown", "exp_alerts": []},
+            {"eval_time": "7m", "alertname": "RiverlogSchemaRegistryInstanceDown", "exp_alerts": [{
+                "exp_labels": {"severity": "warning", "namespace": "prod", "riverlog_cluster": "demo",
+                               "riverlog_component": "schema-registry", "pod": "demo-schema-registry-b"},
+                "exp_annotations": {"summary": "Schema registry instance prod/demo-schema-registry-b is not "
+                                               "answering scrapes"}}]},
+            # Above 5% from 3m (the first rate with a 500 in it), firing once that lasted 10 minutes.
+            {"eval_time": "12m", "alertname": "RiverlogSchemaRegistryServerErrors", "exp_alerts": []},
+            {"eval_time": "14m", "alertname": "RiverlogSchemaRegistryServerErrors", "exp_alerts": [{
+                "exp_labels": {"severity": "warning", "namespace": "prod", "riverlog_cluster": "demo"},
+                "exp_annotations": {"summary": "The schema registry of Riverlog cluster prod/demo answers 33.33% of "
+                                               "requests with 5xx"}}]},
         ],
     }]}
     tests_file = tmp_path / "tests.yaml"

@@ -9,12 +9,15 @@ watches only ``opsr-*`` namespaces. The registry really running is the e2e tier'
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
+from cryptography import x509
 from support.kube import KubeCluster, wait_until
 from test_operator import OperatorProcess, apply, cluster_doc, condition, crds, get, merge_patch, operator_log
 
@@ -133,10 +136,11 @@ def test_the_operator_deploys_updates_and_removes_a_clusters_schema_registry(
     assert service is not None and [p["name"] for p in service["spec"]["ports"]] == ["http"]
     registry_condition(kube, "demo", namespace, "InstancesNotReady", "/2 instances ready")
 
-    # The API server refuses what the operator owns, and security settings it does not wire.
+    # The API server refuses what the operator owns, and security settings it sets from the spec.
     for key, needle in (("host.name", "config may not set what the operator owns"),
-                        ("kafkastore.security.protocol", "the operator does not wire them"),
-                        ("authentication.method", "the operator does not wire them")):
+                        ("riverlog.metrics.authentication", "config may not set what the operator owns"),
+                        ("kafkastore.security.protocol", "the operator sets them from tls, basicAuth"),
+                        ("authentication.method", "the operator sets them from tls, basicAuth")):
         proc = kube.kubectl("patch", "rlc", "demo", "-n", namespace, "--type=merge", "-p",
                             json.dumps({"spec": {"schemaRegistry": {"config": {key: "x"}}}}), check=False)
         assert proc.returncode != 0 and needle in proc.stderr, (key, proc.stderr)
@@ -159,25 +163,80 @@ def test_the_operator_deploys_updates_and_removes_a_clusters_schema_registry(
                "the registry removed with its spec")
 
 
-def test_a_registry_the_cluster_cannot_serve_is_reported_not_deployed(
+def test_on_a_secured_cluster_the_registry_connects_as_its_user_serves_https_and_asks_for_credentials(
         kube: KubeCluster, operator_log: OperatorProcess) -> None:
     namespace = kube.namespace(f"{PREFIX}-secured")
-    # Only SCRAM over TLS: the registry's Kafka client has no TLS or SASL settings yet.
+    # Only SCRAM over TLS, and no authentication given: nothing deployed, the condition says what to add.
     apply(kube, cluster_doc(namespace, "locked", replicas=1, schemaRegistry={}, listeners=[
         {"name": "SCRAM", "port": 9094, "tls": True, "authentication": {"type": "scram-sha-512"}}]))
-    cluster = registry_condition(kube, "locked", namespace, "KafkaSecurityUnsupported",
-                                 "kafkastore.security.protocol")
-    message = condition(cluster, "SchemaRegistryReady")["message"]
-    assert "every listener of Cluster locked needs TLS or authentication" in message, message
-    assert condition(cluster, "SchemaRegistryReady")["status"] == "False"
+    cluster = registry_condition(kube, "locked", namespace, "KafkaAuthenticationNeeded",
+                                 "every listener of Cluster locked authenticates its clients")
+    assert "add spec.schemaRegistry.authentication" in condition(cluster, "SchemaRegistryReady")["message"]
     assert "url" not in cluster["status"]["schemaRegistry"]  # null in the merge patch: removed
-    # A plain listener beside it, but ACLs on: the registry would be User:ANONYMOUS.
+    assert get(kube, "deployment", "locked-schema-registry", namespace) is None
+
+    merge_patch(kube, "rlc", "locked", namespace, {"spec": {"schemaRegistry": {
+        "authentication": {"type": "scram-sha-512", "userRef": {"name": "schema-registry"}}, "tls": {},
+        "basicAuth": {"usersSecret": {"name": "sr-users"}, "roles": ["admin"]}}}})
+    registry_condition(kube, "locked", namespace, "UserNotFound", "no User 'schema-registry'")
+    (user,) = [doc for doc in yaml.safe_load_all((ROOT / "examples" / "secured-cluster-with-schema-registry.yaml")
+                                                 .read_text()) if doc["kind"] == "User"]
+    user["metadata"]["namespace"] = namespace
+    user["spec"]["clusterRef"]["name"] = "locked"
+    apply(kube, user)
+    # The User's Secret comes from its handler; the users file's Secret is not there yet.
+    cluster = registry_condition(kube, "locked", namespace, "SecretsMissing", "sr-users/users.properties")
+    assert "schema-registry/password" not in condition(cluster, "SchemaRegistryReady")["message"]
+    url = f"https://locked-schema-registry.{namespace}.svc:8081"
+    assert cluster["status"]["schemaRegistry"]["url"] == url
+
+    properties = get(kube, "configmap", "locked-schema-registry-config", namespace)["data"][  # type: ignore[index]
+        "schema-registry.properties"]
+    for line in (f"kafkastore.bootstrap.servers=locked-bootstrap.{namespace}.svc:9094",
+                 "kafkastore.security.protocol=SASL_SSL", "kafkastore.sasl.mechanism=SCRAM-SHA-512",
+                 "kafkastore.ssl.truststore.location=/etc/riverlog-schema-registry-kafka/ca/ca.crt",
+                 "listeners=https://0.0.0.0:8081",
+                 "ssl.keystore.location=/etc/riverlog-schema-registry-tls/keystore.pem",
+                 "authentication.method=BASIC", "authentication.roles=admin",
+                 "authentication.users.file=/etc/riverlog-schema-registry-auth/users.properties"):
+        assert line + "\n" in properties, (line, properties)
+    password = base64.b64decode(get(kube, "secret", "schema-registry", namespace)["data"]["password"]).decode()  # type: ignore[index]
+    assert password not in properties
+    deployment = get(kube, "deployment", "locked-schema-registry", namespace)
+    assert deployment is not None
+    pod = template(deployment)
+    (container,) = pod["spec"]["containers"]
+    assert container["command"][-1].endswith('username="schema-registry" password="$(RIVERLOG_KAFKASTORE_PASSWORD)";')
+    assert {"name": "RIVERLOG_KAFKASTORE_PASSWORD", "valueFrom": {"secretKeyRef": {
+        "name": "schema-registry", "key": "password"}}} in container["env"]
+    assert container["readinessProbe"]["httpGet"] == {"path": "/metrics", "port": "https", "scheme": "HTTPS"}
+    volumes = {v["name"]: v["secret"]["secretName"] for v in pod["spec"]["volumes"] if "secret" in v}
+    assert volumes == {"kafka-ca": "locked-cluster-ca-cert", "tls": "locked-schema-registry-tls", "users": "sr-users"}
+    # The https certificate: issued from the Cluster CA for the Service's names, owned by the Cluster.
+    tls = get(kube, "secret", "locked-schema-registry-tls", namespace)
+    assert tls is not None and tls["metadata"]["ownerReferences"][0]["uid"] == cluster["metadata"]["uid"]
+    keystore = base64.b64decode(tls["data"]["keystore.pem"])
+    leaf = x509.load_pem_x509_certificate(keystore[keystore.index(b"-----BEGIN CERTIFICATE-----"):])
+    assert f"locked-schema-registry.{namespace}.svc" in leaf.extensions.get_extension_for_class(
+        x509.SubjectAlternativeName).value.get_values_for_type(x509.DNSName)
+    ca = base64.b64decode(get(kube, "secret", "locked-cluster-ca-cert", namespace)["data"]["ca.crt"])  # type: ignore[index]
+    assert leaf.issuer == x509.load_pem_x509_certificate(ca).subject
+
+    # The users file arrives: the instances are started with it (a new credentials version).
+    first = pod["metadata"]["annotations"]["riverlog.dev/credentials-version"]
+    kube.kubectl("create", "secret", "generic", "sr-users", "-n", namespace,
+                 "--from-literal=users.properties=alice: alice-secret,admin")
+    registry_condition(kube, "locked", namespace, "InstancesNotReady", f"0/1 instances ready at {url}")
+    deployment = get(kube, "deployment", "locked-schema-registry", namespace)
+    assert deployment is not None and template(deployment)["metadata"]["annotations"][
+        "riverlog.dev/credentials-version"] != first
+
+    # A plain listener beside it, but ACLs on: without a User the registry would be User:ANONYMOUS.
     apply(kube, cluster_doc(namespace, "acls", replicas=1, schemaRegistry={}, authorization={}, listeners=[
         {"name": "PLAIN", "port": 9092}]))
-    registry_condition(kube, "acls", namespace, "KafkaSecurityUnsupported", "authorization on")
-    for name in ("locked", "acls"):
-        assert get(kube, "deployment", f"{name}-schema-registry", namespace) is None
-        assert get(kube, "service", f"{name}-schema-registry", namespace) is None
-    # The sample the docs point to is valid.
-    kube.kubectl("apply", "--dry-run=server", "-n", namespace, "-f",
-                 str(ROOT / "examples" / "cluster-with-schema-registry.yaml"))
+    registry_condition(kube, "acls", namespace, "KafkaAuthenticationNeeded", "User:ANONYMOUS")
+    assert get(kube, "deployment", "acls-schema-registry", namespace) is None
+    # The samples the docs point to are valid (in a namespace of their own: the User above has their name).
+    samples = kube.namespace(f"{PREFIX}-samples")
+    for sample in ("cluster-with-schema-registry.yaml", "secured-cluster-with-schema-registry.yaml"):
+        kube.kubectl("apply", "--dry-run=server", "-n", samples, "-f", str(ROOT / "examples" / sample))

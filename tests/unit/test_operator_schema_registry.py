@@ -3,28 +3,52 @@ pure functions, checked against the CRD and the registry's own settings."""
 
 from __future__ import annotations
 
+import datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from riverlog.config import parse_properties
+from cryptography import x509
+from cryptography.x509.oid import ExtendedKeyUsageOID
+from riverlog.config import parse_properties, parse_set_flags
 from riverlog.schema_registry.compatibility import MODES
+from riverlog.schema_registry.security_settings import DEFAULT_REALM
 from riverlog.schema_registry.settings import settings_from
 from riverlog_operator.builders.schema_registry import (
     OWNED,
-    UNWIRED_PREFIXES,
+    SECURITY_PREFIXES,
     RegistryBlocked,
+    RegistryInputs,
+    build_config_map,
+    build_deployment,
     build_schema_registry,
+    build_service,
+    build_tls_secret,
     inputs_for,
+    mounted_secret_keys,
+    plan_tls_secret_data,
+    registry_dns_names,
     registry_properties,
+    registry_url,
 )
-from riverlog_operator.model import COMPATIBILITY_LEVELS, ClusterRef, ClusterSpec, SchemaRegistrySpec
+from riverlog_operator.builders.secrets import CertPolicy
+from riverlog_operator.certificates import issue, new_ca
+from riverlog_operator.model import (
+    AUTH_SCRAM,
+    AUTH_TLS,
+    COMPATIBILITY_LEVELS,
+    ClusterRef,
+    ClusterSpec,
+    SchemaRegistrySpec,
+)
+from riverlog_operator.users import UserSpec
 
 pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parents[2]
 REF = ClusterRef("demo", "prod", "uid-1")
+NOW = datetime.datetime.now(datetime.UTC)
 
 
 def crd_block() -> dict[str, Any]:
@@ -54,7 +78,7 @@ def test_the_crd_refuses_exactly_what_the_operator_owns_or_cannot_wire() -> None
     rules = " ".join(r["rule"] for r in crd_block()["properties"]["config"]["x-kubernetes-validations"])
     for key in OWNED:
         assert f"'{key}'" in rules, key
-    for prefix in UNWIRED_PREFIXES:
+    for prefix in SECURITY_PREFIXES:
         assert f"k.startsWith('{prefix}')" in rules, prefix
 
 
@@ -104,16 +128,211 @@ def test_a_config_change_changes_the_pod_template() -> None:
         two["Deployment"]["spec"]["template"]["metadata"]["annotations"][key]
 
 
-def test_the_registry_uses_a_plain_listener_of_a_secured_cluster_or_says_what_is_missing() -> None:
+def test_without_authentication_the_registry_uses_a_listener_that_needs_none() -> None:
     listeners = [{"name": "SCRAM", "port": 9094, "tls": True, "authentication": {"type": "scram-sha-512"}},
-                 {"name": "PLAIN", "port": 9092}]
-    spec = ClusterSpec.from_dict({"listeners": listeners, "schemaRegistry": {}})
-    inputs = inputs_for(REF, spec, "riverlog:1")
-    assert inputs is not None and registry_properties(inputs)["kafkastore.bootstrap.servers"] == \
-        "demo-bootstrap.prod.svc:9092"
-    with pytest.raises(RegistryBlocked, match="kafkastore.security.protocol"):
-        inputs_for(REF, ClusterSpec.from_dict({"listeners": listeners[:1], "schemaRegistry": {}}), "riverlog:1")
-    with pytest.raises(RegistryBlocked, match="authorization on"):
-        inputs_for(REF, ClusterSpec.from_dict({"listeners": listeners, "authorization": {},
-                                               "schemaRegistry": {}}), "riverlog:1")
+                 {"name": "TLS", "port": 9093, "tls": True}, {"name": "PLAIN", "port": 9092}]
+    inputs = inputs_for(REF, ClusterSpec.from_dict({"listeners": listeners, "schemaRegistry": {}}), "riverlog:1")
+    assert inputs is not None
+    props = registry_properties(inputs)
+    # The first without authentication: TLS, trusting the Cluster CA (mounted, not inlined).
+    assert props["kafkastore.bootstrap.servers"] == "demo-bootstrap.prod.svc:9093"
+    assert props["kafkastore.security.protocol"] == "SSL"
+    assert props["kafkastore.ssl.truststore.location"] == "/etc/riverlog-schema-registry-kafka/ca/ca.crt"
+    volumes = {v["name"]: v for v in build_deployment(inputs)["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["kafka-ca"]["secret"] == {"secretName": "demo-cluster-ca-cert", "defaultMode": 0o440,
+                                             "items": [{"key": "ca.crt", "path": "ca.crt"}]}
+    plain = inputs_for(REF, ClusterSpec.from_dict({"listeners": listeners[2:], "schemaRegistry": {}}), "riverlog:1")
+    assert plain is not None and registry_properties(plain)["kafkastore.security.protocol"] == "PLAINTEXT"
     assert inputs_for(REF, ClusterSpec.from_dict({"listeners": listeners[:1]}), "riverlog:1") is None
+
+
+SCRAM_ONLY = [{"name": "SCRAM", "port": 9094, "tls": True, "authentication": {"type": "scram-sha-512"}}]
+MTLS = [{"name": "MTLS", "port": 9095, "tls": True, "authentication": {"type": "tls"}}]
+
+
+def blocked(spec: dict[str, Any], user: UserSpec | None = None) -> RegistryBlocked:
+    with pytest.raises(RegistryBlocked) as caught:
+        inputs_for(REF, ClusterSpec.from_dict(spec), "riverlog:1", user)
+    return caught.value
+
+
+def test_what_the_registry_cannot_be_served_with_is_a_reason_and_what_to_do() -> None:
+    scram = {"type": "scram-sha-512", "userRef": {"name": "registry"}}
+    found = blocked({"listeners": SCRAM_ONLY, "schemaRegistry": {}})
+    assert found.reason == "KafkaAuthenticationNeeded" and "every listener of Cluster demo authenticates" in str(found)
+    assert "add spec.schemaRegistry.authentication" in str(found)
+    found = blocked({"listeners": [{"name": "PLAIN", "port": 9092}], "authorization": {}, "schemaRegistry": {}})
+    assert found.reason == "KafkaAuthenticationNeeded" and "User:ANONYMOUS" in str(found)
+    found = blocked({"listeners": SCRAM_ONLY, "schemaRegistry": {"authentication": scram}})
+    assert found.reason == "UserNotFound" and "no User 'registry' in namespace prod" in str(found)
+    found = blocked({"listeners": SCRAM_ONLY, "schemaRegistry": {"authentication": scram}},
+                    UserSpec("demo", AUTH_TLS))
+    assert found.reason == "InvalidKafkaAuthentication" and "authenticates with tls" in str(found)
+    found = blocked({"listeners": SCRAM_ONLY, "schemaRegistry": {"authentication": scram}},
+                    UserSpec("other", AUTH_SCRAM))
+    assert found.reason == "InvalidKafkaAuthentication" and "belongs to Cluster 'other'" in str(found)
+    found = blocked({"listeners": MTLS, "schemaRegistry": {"authentication": scram}}, UserSpec("demo", AUTH_SCRAM))
+    assert found.reason == "InvalidKafkaAuthentication"
+    assert "no listener with authentication scram-sha-512" in str(found)
+    found = blocked({"listeners": [{"name": "PLAIN", "port": 9092}], "schemaRegistry": {"tls": {}}})
+    assert found.reason == "CertificateAuthorityMissing" and "tls.certificateSecret" in str(found)
+
+
+def secured_inputs(registry: dict[str, Any], listeners: list[dict[str, Any]], user: UserSpec) -> RegistryInputs:
+    inputs = inputs_for(REF, ClusterSpec.from_dict({"listeners": listeners, "authorization": {},
+                                                    "schemaRegistry": registry}), "riverlog:1", user)
+    assert inputs is not None
+    return inputs
+
+
+def start_properties(inputs: RegistryInputs, files: dict[str, bytes], tmp: Path,
+                     env: dict[str, str]) -> dict[str, str]:
+    """What ``riverlog schema-registry`` reads in a pod: the ConfigMap's file, then each --set with
+    Kubernetes' $(VAR) expansion from ``env``; the pod's mount directories moved under ``tmp``
+    with ``files`` (pod path: content) written there."""
+    container = build_deployment(inputs)["spec"]["template"]["spec"]["containers"][0]
+    command = container["command"]
+    flags = [command[i + 1] for i, arg in enumerate(command) if arg == "--set"]
+    for name, value in env.items():
+        flags = [flag.replace(f"$({name})", value) for flag in flags]
+    text = build_config_map(inputs)["data"]["schema-registry.properties"]
+    props = {**parse_properties(text), **parse_set_flags(flags)}
+    for path, content in files.items():
+        target = tmp / path.lstrip("/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(content)
+    return {k: v.replace("/etc/", f"{tmp}/etc/") for k, v in props.items()}
+
+
+CA = new_ca("riverlog cluster CA", "demo", NOW)
+
+
+def test_a_scram_user_over_tls_with_https_and_basic_auth_as_the_registry_reads_it(tmp_path: Path) -> None:
+    user = UserSpec("demo", AUTH_SCRAM)
+    inputs = secured_inputs({"authentication": {"type": "scram-sha-512", "userRef": {"name": "registry"}},
+                             "tls": {}, "basicAuth": {"usersSecret": {"name": "sr-users"}, "roles": ["admin", "dev"]}},
+                            SCRAM_ONLY, user)
+    props = registry_properties(inputs)
+    # No password anywhere in the ConfigMap; Kubernetes expands it from the User's Secret.
+    text = build_config_map(inputs)["data"]["schema-registry.properties"]
+    assert "password" not in text.replace("ssl.keystore.password", "")
+    pod = build_deployment(inputs)["spec"]["template"]
+    (container,) = pod["spec"]["containers"]
+    assert {"name": "RIVERLOG_KAFKASTORE_PASSWORD", "valueFrom": {"secretKeyRef": {
+        "name": "registry", "key": "password"}}} in container["env"]
+    assert container["command"][-1] == ('kafkastore.sasl.jaas.config=org.apache.kafka.common.security.scram.'
+                                        'ScramLoginModule required username="registry" '
+                                        'password="$(RIVERLOG_KAFKASTORE_PASSWORD)";')
+    assert props["kafkastore.bootstrap.servers"] == "demo-bootstrap.prod.svc:9094"
+    assert props["listeners"] == "https://0.0.0.0:8081" and props["inter.instance.protocol"] == "https"
+    # Probes over https, on /metrics: the registry serves it without credentials.
+    for probe in ("readinessProbe", "livenessProbe", "startupProbe"):
+        assert container[probe]["httpGet"] == {"path": "/metrics", "port": "https", "scheme": "HTTPS"}, probe
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    assert mounts == {"config": "/etc/riverlog-schema-registry", "tmp": "/tmp",
+                      "kafka-ca": "/etc/riverlog-schema-registry-kafka/ca", "tls": "/etc/riverlog-schema-registry-tls",
+                      "users": "/etc/riverlog-schema-registry-auth"}
+    volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+    assert volumes["tls"]["secret"]["secretName"] == "demo-schema-registry-tls"
+    assert volumes["users"]["secret"]["items"] == [{"key": "users.properties", "path": "users.properties"}]
+    assert [(p["name"], p["targetPort"]) for p in build_service(inputs)["spec"]["ports"]] == [
+        ("https", "https"), ("metrics-https", "https")]
+    assert pod["metadata"]["annotations"]["prometheus.io/scheme"] == "https"
+    assert registry_url("demo", "prod", True) == "https://demo-schema-registry.prod.svc:8081"
+    assert {(r.name, r.key) for r in mounted_secret_keys(inputs)} == {
+        ("registry", "password"), ("demo-cluster-ca-cert", "ca.crt"), ("demo-schema-registry-tls", "keystore.pem"),
+        ("demo-schema-registry-tls", "ca.crt"), ("sr-users", "users.properties")}
+
+    # The registry's own settings loader takes it, key material and all.
+    tls = plan_tls_secret_data({"ca.key": CA.key_pem, "ca.crt": CA.cert_pem}, None, {},
+                               registry_dns_names("demo", "prod"), NOW, CertPolicy())
+    assert tls is not None
+    files = {"/etc/riverlog-schema-registry-kafka/ca/ca.crt": CA.cert_pem,
+             "/etc/riverlog-schema-registry-tls/keystore.pem": tls["keystore.pem"],
+             "/etc/riverlog-schema-registry-tls/ca.crt": tls["ca.crt"],
+             "/etc/riverlog-schema-registry-auth/users.properties": b"alice: alice-secret,admin\n"}
+    settings = settings_from(start_properties(inputs, files, tmp_path, {"RIVERLOG_POD_IP": "10.0.0.7",
+                                                                        "RIVERLOG_KAFKASTORE_PASSWORD": "s3cret"}))
+    assert settings.url == "https://10.0.0.7:8081" and settings.https is not None
+    assert settings.https.client_authentication == "NONE" and not settings.https.check_hostname
+    security = settings.kafka_security
+    assert security is not None and security.protocol == "SASL_SSL"
+    assert (security.mechanism, security.username, security.password) == ("SCRAM-SHA-512", "registry", "s3cret")
+    assert settings.auth is not None and settings.auth.authenticator.realm == "SchemaRegistry-Props"
+    assert settings.auth.skips("/metrics") and not settings.auth.skips("/subjects")
+
+
+def test_a_tls_user_presents_its_certificate_from_its_secret(tmp_path: Path) -> None:
+    inputs = secured_inputs({"authentication": {"type": "tls", "userRef": {"name": "registry"}}}, MTLS,
+                            UserSpec("demo", AUTH_TLS))
+    props = registry_properties(inputs)
+    assert props["kafkastore.security.protocol"] == "SSL" and "kafkastore.sasl.mechanism" not in props
+    assert props["kafkastore.ssl.keystore.location"] == "/etc/riverlog-schema-registry-kafka/user/keystore.pem"
+    assert props["listeners"] == "http://0.0.0.0:8081" and "ssl.keystore.location" not in props
+    pod = build_deployment(inputs)["spec"]["template"]["spec"]
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["kafka-user"]["secret"]["items"] == [{"key": "user.pem", "path": "keystore.pem"}]
+    (container,) = pod["containers"]
+    assert [e["name"] for e in container["env"]] == ["RIVERLOG_POD_IP"]
+    assert container["readinessProbe"]["httpGet"] == {"path": "/", "port": "http"}
+    client = issue(CA, "registry", "clients", NOW, datetime.timedelta(days=30))
+    settings = settings_from(start_properties(
+        inputs, {"/etc/riverlog-schema-registry-kafka/ca/ca.crt": CA.cert_pem,
+                 "/etc/riverlog-schema-registry-kafka/user/keystore.pem": client.keystore_pem},
+        tmp_path, {"RIVERLOG_POD_IP": "10.0.0.8"}))
+    assert settings.kafka_security is not None and settings.kafka_security.protocol == "SSL"
+    assert settings.kafka_security.keystore_location.endswith("/user/keystore.pem")
+
+
+def test_the_https_certificate_is_issued_kept_and_renewed_like_the_brokers() -> None:
+    names = registry_dns_names("demo", "prod")
+    assert names == ("demo-schema-registry.prod.svc.cluster.local", "demo-schema-registry.prod.svc",
+                     "demo-schema-registry.prod", "demo-schema-registry")
+    ca = {"ca.key": CA.key_pem, "ca.crt": CA.cert_pem}
+    first = plan_tls_secret_data(ca, None, {}, names, NOW, CertPolicy())
+    assert first is not None and first["ca.crt"] == CA.cert_pem
+    leaf = x509.load_pem_x509_certificate(first["keystore.pem"])
+    assert leaf.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(
+        x509.DNSName) == list(names)
+    # Serving only: the brokers never take it as a client certificate.
+    assert list(leaf.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value) == [
+        ExtendedKeyUsageOID.SERVER_AUTH]
+    assert plan_tls_secret_data(ca, None, first, names, NOW, CertPolicy()) == first
+    later = NOW + datetime.timedelta(days=340)  # inside the renewal window of a year's certificate
+    assert plan_tls_secret_data(ca, None, first, names, later, CertPolicy())["keystore.pem"] != first["keystore.pem"]  # type: ignore[index]
+    other = new_ca("riverlog cluster CA", "demo", NOW)
+    replaced = plan_tls_secret_data({"ca.key": other.key_pem, "ca.crt": other.cert_pem}, None, first, names, NOW,
+                                    CertPolicy())
+    assert replaced is not None and replaced["keystore.pem"] != first["keystore.pem"]
+    assert plan_tls_secret_data({}, None, {}, names, NOW, CertPolicy()) is None
+
+
+def test_a_user_given_certificate_becomes_the_registrys_keystore() -> None:
+    given = issue(CA, "registry.example", "ops", NOW, datetime.timedelta(days=30), dns_names=("registry.example",),
+                  server=True)
+    key = given.key_pem.rstrip(b"\n")
+    data = plan_tls_secret_data({}, {"tls.crt": given.cert_pem, "tls.key": key, "ca.crt": CA.cert_pem}, {}, (),
+                                NOW, CertPolicy())
+    assert data == {"keystore.pem": key + b"\n" + given.cert_pem, "ca.crt": CA.cert_pem}
+    # Without ca.crt, the chain itself; without the key, nothing yet.
+    assert plan_tls_secret_data({}, {"tls.crt": given.cert_pem, "tls.key": key}, {}, (), NOW,
+                                CertPolicy())["ca.crt"] == given.cert_pem  # type: ignore[index]
+    assert plan_tls_secret_data({}, {"tls.crt": given.cert_pem}, {}, (), NOW, CertPolicy()) is None
+    secret = build_tls_secret(REF, data)
+    assert secret["metadata"]["name"] == "demo-schema-registry-tls"
+    assert secret["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "riverlog-operator"
+    assert secret["metadata"]["ownerReferences"][0]["uid"] == "uid-1"
+
+
+def test_the_security_blocks_defaults_are_the_crds() -> None:
+    props = crd_block()["properties"]
+    basic = props["basicAuth"]["properties"]
+    spec = SchemaRegistrySpec.from_dict({"basicAuth": {"usersSecret": {"name": "u"}}, "tls": {},
+                                         "authentication": {"type": "tls", "userRef": {"name": "r"}}})
+    assert spec is not None and spec.basic_auth is not None and spec.tls and spec.tls_secret is None
+    assert spec.basic_auth.users_key == basic["usersSecret"]["properties"]["key"]["default"]
+    assert spec.basic_auth.realm == basic["realm"]["default"] == DEFAULT_REALM
+    assert spec.authentication is not None and (spec.authentication.type, spec.authentication.user) == ("tls", "r")
+    assert props["authentication"]["properties"]["type"]["enum"] == [AUTH_SCRAM, AUTH_TLS]
+    with_secret = SchemaRegistrySpec.from_dict({"tls": {"certificateSecret": {"name": "sr-cert"}}})
+    assert with_secret is not None and with_secret.tls_secret == "sr-cert"

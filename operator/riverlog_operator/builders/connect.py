@@ -464,7 +464,7 @@ def build_network_policy(inputs: ConnectInputs, operator_peer: OperatorPeer) -> 
     }
 
 
-def _secret_volume(name: str, ref: SecretKeyRef, path: str) -> dict[str, Any]:
+def secret_key_volume(name: str, ref: SecretKeyRef, path: str) -> dict[str, Any]:
     # Only the key the worker needs, readable by its group only (fsGroup).
     return {"name": name, "secret": {"secretName": ref.name, "items": [{"key": ref.key, "path": path}],
                                      "defaultMode": 0o440}}
@@ -476,13 +476,13 @@ def _credential_volumes(inputs: ConnectInputs) -> tuple[list[dict[str, Any]], li
     for name, endpoint in inputs.endpoints:
         base = endpoint_dir(name)
         if endpoint.password is not None:
-            volumes.append(_secret_volume(f"{name}-user", endpoint.password, PASSWORD_FILE))
+            volumes.append(secret_key_volume(f"{name}-user", endpoint.password, PASSWORD_FILE))
         elif endpoint.keystore is not None:
-            volumes.append(_secret_volume(f"{name}-user", endpoint.keystore, KEYSTORE_FILE))
+            volumes.append(secret_key_volume(f"{name}-user", endpoint.keystore, KEYSTORE_FILE))
         if endpoint.password is not None or endpoint.keystore is not None:
             mounts.append({"name": f"{name}-user", "mountPath": f"{base}/user", "readOnly": True})
         if endpoint.tls and endpoint.trusted_ca is not None:
-            volumes.append(_secret_volume(f"{name}-ca", endpoint.trusted_ca, CA_FILE))
+            volumes.append(secret_key_volume(f"{name}-ca", endpoint.trusted_ca, CA_FILE))
             mounts.append({"name": f"{name}-ca", "mountPath": f"{base}/ca", "readOnly": True})
     return volumes, mounts
 

@@ -133,6 +133,17 @@ def plan_operator_keystore(ca: Issued, existing: Mapping[str, bytes], now: datet
     return issue(ca, "riverlog-operator", OPERATOR_UNIT, now, policy.cert_validity).keystore_pem
 
 
+def plan_server_keystore(ca: Issued, current: bytes | None, common_name: str, unit: str, names: tuple[str, ...],
+                         now: datetime.datetime, policy: CertPolicy) -> bytes:
+    """A serving-only certificate (no client use: the brokers never take it as a client's) for
+    ``names``, as the brokers' are kept and renewed: ``current`` while signed by ``ca``, not due
+    and naming ``names``; issued again otherwise."""
+    if current is not None and _keep(current, ca, names, now, policy):
+        return current
+    return issue(ca, common_name, unit, now, policy.cert_validity, dns_names=names, server=True,
+                 client=False).keystore_pem
+
+
 def _secret(inputs: BuildInputs, name: str, data: Mapping[str, bytes],
             annotations: Mapping[str, str] | None = None) -> dict[str, Any]:
     meta = metadata(inputs, name)

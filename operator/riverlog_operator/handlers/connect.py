@@ -31,7 +31,7 @@ from ..builders.connect import (
     rest_url,
     selector_string,
 )
-from ..connect_model import ConnectSpec, KafkaEndpointSpec
+from ..connect_model import ConnectSpec, KafkaEndpointSpec, SecretKeyRef
 from ..connect_rest import ConnectRest, ConnectRestError, ConnectUnreachable
 from ..kubeapi import ApiError, KubeApi
 from ..model import ClusterSpec
@@ -100,8 +100,14 @@ async def credentials_version(api: KubeApi, namespace: str, endpoints: Sequence[
                               ) -> tuple[str | None, list[str]]:
     """A hash of every Secret key the workers mount (None when they mount none), and the keys
     not there yet (the pods cannot start without them)."""
-    refs = sorted({(ref.name, ref.key) for ep in endpoints for ref in (ep.password, ep.keystore, ep.trusted_ca)
-                   if ref is not None})
+    return await secrets_version(api, namespace, [ref for ep in endpoints
+                                                  for ref in (ep.password, ep.keystore, ep.trusted_ca)
+                                                  if ref is not None])
+
+
+async def secrets_version(api: KubeApi, namespace: str, keys: Sequence[SecretKeyRef]) -> tuple[str | None, list[str]]:
+    """A hash of the values of these Secret keys (None for no keys), and the keys not there."""
+    refs = sorted({(ref.name, ref.key) for ref in keys})
     if not refs:
         return None, []
     digest = hashlib.sha256()

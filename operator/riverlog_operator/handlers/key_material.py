@@ -60,14 +60,14 @@ def security_from_keystore(keystore: bytes, bundle: bytes) -> ClientSecurity:
 
 
 def cert_policy(inputs: BuildInputs) -> CertPolicy:
-    return _policy(inputs.spec)
+    return cert_policy_of_spec(inputs.spec)
 
 
 def cert_policy_of(cluster: Mapping[str, Any]) -> CertPolicy:
-    return _policy(ClusterSpec.from_dict(cluster.get("spec") or {}))
+    return cert_policy_of_spec(ClusterSpec.from_dict(cluster.get("spec") or {}))
 
 
-def _policy(spec: ClusterSpec) -> CertPolicy:
+def cert_policy_of_spec(spec: ClusterSpec) -> CertPolicy:
     ca = spec.certificate_authority
     validity = datetime.timedelta(days=ca.validity_days)
     return CertPolicy(ca_validity=validity, cert_validity=validity,
