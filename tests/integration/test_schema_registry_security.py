@@ -46,6 +46,7 @@ from support.sr_registry import RegistryProcess, http
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+DIRECTORY_PROVIDER = "org.apache.kafka.common.config.provider.DirectoryConfigProvider"
 SCRAM_LOGIN = "org.apache.kafka.common.security.scram.ScramLoginModule"
 REALM = "SchemaRegistry-Props"
 STORE_PASSWORD = "store-secret"
@@ -155,6 +156,15 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
                                                  'password="registry-secret";',
                   "schema.registry.group.id": GROUP, "authentication.method": "BASIC",
                   "authentication.realm": REALM, "authentication.roles": "admin,developer"}
+    # The follower reads its password as the operator's pods do: a Secret-like file, through
+    # Kafka's DirectoryConfigProvider.
+    secret_dir = base / "registry-user"
+    secret_dir.mkdir()
+    (secret_dir / "password").write_text("registry-secret")
+    from_secret_file = {"config.providers": "dir", "config.providers.dir.class": DIRECTORY_PROVIDER,
+                        "config.providers.dir.param.allowed.paths": str(secret_dir),
+                        "kafkastore.sasl.jaas.config": f'{SCRAM_LOGIN} required username="registry" '
+                                                       f'password="${{dir:{secret_dir}:password}}";'}
     # Confluent's form of the bootstrap list: the SASL_SSL entry is the one used.
     bootstrap = f"PLAINTEXT://{broker.bootstrap},SASL_SSL://localhost:{secure_port}"
     writer = RegistryProcess(base / "writer", bootstrap, name="writer", scheme="https", ca=pki.truststore,
@@ -167,7 +177,7 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
                                  "authentication.users.file": str(users)})
     follower = RegistryProcess(base / "follower", bootstrap, name="follower", scheme="https", ca=pki.truststore,
                                user_info=BOB, extra={
-                                   **kafkastore, "kafkastore.ssl.truststore.type": "PEM",
+                                   **kafkastore, **from_secret_file, "kafkastore.ssl.truststore.type": "PEM",
                                    "kafkastore.ssl.truststore.location": str(pki.truststore),
                                    "ssl.keystore.type": "PEM", "ssl.keystore.location": str(stores["follower.pem"]),
                                    "ssl.truststore.type": "PEM", "ssl.truststore.location": str(pki.truststore),

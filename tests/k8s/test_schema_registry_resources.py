@@ -206,12 +206,15 @@ def test_on_a_secured_cluster_the_registry_connects_as_its_user_serves_https_and
     assert deployment is not None
     pod = template(deployment)
     (container,) = pod["spec"]["containers"]
-    assert container["command"][-1].endswith('username="schema-registry" password="$(RIVERLOG_KAFKASTORE_PASSWORD)";')
-    assert {"name": "RIVERLOG_KAFKASTORE_PASSWORD", "valueFrom": {"secretKeyRef": {
-        "name": "schema-registry", "key": "password"}}} in container["env"]
+    # The password: a file mounted from the User's Secret, named through the dir config provider.
+    assert ('kafkastore.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required '
+            'username="schema-registry" password="${dir:/etc/riverlog-schema-registry-kafka/user:password}";\n'
+            ) in properties
+    assert not any("jaas" in arg for arg in container["command"])
     assert container["readinessProbe"]["httpGet"] == {"path": "/metrics", "port": "https", "scheme": "HTTPS"}
     volumes = {v["name"]: v["secret"]["secretName"] for v in pod["spec"]["volumes"] if "secret" in v}
-    assert volumes == {"kafka-ca": "locked-cluster-ca-cert", "tls": "locked-schema-registry-tls", "users": "sr-users"}
+    assert volumes == {"kafka-ca": "locked-cluster-ca-cert", "tls": "locked-schema-registry-tls", "users": "sr-users",
+                       "kafka-user": "schema-registry"}
     # The https certificate: issued from the Cluster CA for the Service's names, owned by the Cluster.
     tls = get(kube, "secret", "locked-schema-registry-tls", namespace)
     assert tls is not None and tls["metadata"]["ownerReferences"][0]["uid"] == cluster["metadata"]["uid"]

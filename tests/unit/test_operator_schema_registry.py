@@ -207,22 +207,28 @@ def start_properties(inputs: RegistryInputs, files: dict[str, bytes], tmp: Path,
 CA = new_ca("riverlog cluster CA", "demo", NOW)
 
 
+def volumes_items(pod: dict[str, Any], name: str) -> list[dict[str, str]]:
+    (volume,) = [v for v in pod["spec"]["volumes"] if v["name"] == name]
+    return list(volume["secret"]["items"])
+
+
 def test_a_scram_user_over_tls_with_https_and_basic_auth_as_the_registry_reads_it(tmp_path: Path) -> None:
     user = UserSpec("demo", AUTH_SCRAM)
     inputs = secured_inputs({"authentication": {"type": "scram-sha-512", "userRef": {"name": "registry"}},
                              "tls": {}, "basicAuth": {"usersSecret": {"name": "sr-users"}, "roles": ["admin", "dev"]}},
                             SCRAM_ONLY, user)
     props = registry_properties(inputs)
-    # No password anywhere in the ConfigMap; Kubernetes expands it from the User's Secret.
-    text = build_config_map(inputs)["data"]["schema-registry.properties"]
-    assert "password" not in text.replace("ssl.keystore.password", "")
+    # No password in the ConfigMap, the command line or the environment: the JAAS line names the
+    # file mounted from the User's Secret, read through Kafka's DirectoryConfigProvider.
+    assert props["kafkastore.sasl.jaas.config"] == (
+        'org.apache.kafka.common.security.scram.ScramLoginModule required username="registry" '
+        'password="${dir:/etc/riverlog-schema-registry-kafka/user:password}";')
+    assert props["config.providers"] == "dir"
+    assert props["config.providers.dir.param.allowed.paths"] == "/etc/riverlog-schema-registry-kafka/user"
     pod = build_deployment(inputs)["spec"]["template"]
     (container,) = pod["spec"]["containers"]
-    assert {"name": "RIVERLOG_KAFKASTORE_PASSWORD", "valueFrom": {"secretKeyRef": {
-        "name": "registry", "key": "password"}}} in container["env"]
-    assert container["command"][-1] == ('kafkastore.sasl.jaas.config=org.apache.kafka.common.security.scram.'
-                                        'ScramLoginModule required username="registry" '
-                                        'password="$(RIVERLOG_KAFKASTORE_PASSWORD)";')
+    assert [e["name"] for e in container["env"]] == ["RIVERLOG_POD_IP"]
+    assert not any("jaas" in arg for arg in container["command"])
     assert props["kafkastore.bootstrap.servers"] == "demo-bootstrap.prod.svc:9094"
     assert props["listeners"] == "https://0.0.0.0:8081" and props["inter.instance.protocol"] == "https"
     # Probes over https, on /metrics: the registry serves it without credentials.
@@ -231,7 +237,8 @@ def test_a_scram_user_over_tls_with_https_and_basic_auth_as_the_registry_reads_i
     mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
     assert mounts == {"config": "/etc/riverlog-schema-registry", "tmp": "/tmp",
                       "kafka-ca": "/etc/riverlog-schema-registry-kafka/ca", "tls": "/etc/riverlog-schema-registry-tls",
-                      "users": "/etc/riverlog-schema-registry-auth"}
+                      "users": "/etc/riverlog-schema-registry-auth", "kafka-user": "/etc/riverlog-schema-registry-kafka/user"}
+    assert volumes_items(pod, "kafka-user") == [{"key": "password", "path": "password"}]
     volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
     assert volumes["tls"]["secret"]["secretName"] == "demo-schema-registry-tls"
     assert volumes["users"]["secret"]["items"] == [{"key": "users.properties", "path": "users.properties"}]
@@ -250,9 +257,9 @@ def test_a_scram_user_over_tls_with_https_and_basic_auth_as_the_registry_reads_i
     files = {"/etc/riverlog-schema-registry-kafka/ca/ca.crt": CA.cert_pem,
              "/etc/riverlog-schema-registry-tls/keystore.pem": tls["keystore.pem"],
              "/etc/riverlog-schema-registry-tls/ca.crt": tls["ca.crt"],
-             "/etc/riverlog-schema-registry-auth/users.properties": b"alice: alice-secret,admin\n"}
-    settings = settings_from(start_properties(inputs, files, tmp_path, {"RIVERLOG_POD_IP": "10.0.0.7",
-                                                                        "RIVERLOG_KAFKASTORE_PASSWORD": "s3cret"}))
+             "/etc/riverlog-schema-registry-auth/users.properties": b"alice: alice-secret,admin\n",
+             "/etc/riverlog-schema-registry-kafka/user/password": b"s3cret"}
+    settings = settings_from(start_properties(inputs, files, tmp_path, {"RIVERLOG_POD_IP": "10.0.0.7"}))
     assert settings.url == "https://10.0.0.7:8081" and settings.https is not None
     assert settings.https.client_authentication == "NONE" and not settings.https.check_hostname
     security = settings.kafka_security

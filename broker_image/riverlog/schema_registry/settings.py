@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 from ..config import ConfigError
 from ..security.client_config import SECURITY_PROTOCOLS, ClientSecurity
 from .compatibility import MODES
+from .config_providers import resolve as resolve_references
 from .rest import DEFAULT_MAX_BODY
 from .security_settings import AuthSettings, HttpsSettings, auth_settings, https_settings, kafkastore_security
 
@@ -97,7 +98,8 @@ def _advertised(listeners: tuple[Listener, ...], protocol: str) -> Listener:
 
 def settings_from(properties: Mapping[str, str]) -> RegistrySettings:
     props = dict(DEFAULTS)
-    for key, value in properties.items():
+    # ${dir:...}, ${file:...}, ${env:...} references first: a password kept in a mounted file.
+    for key, value in resolve_references(properties).items():
         if key == "port":  # Confluent's oldest form: just a port
             props["listeners"] = f"http://0.0.0.0:{value}"
         else:

@@ -14,9 +14,9 @@ without ``authentication`` through the first listener without authentication, wi
 ``User`` it names through the first listener of that type; the Cluster CA as truststore when the
 listener speaks TLS. Key material is mounted from Secrets, never written into the ConfigMap: the
 Cluster CA's ``ca.crt`` and a TLS User's ``user.pem`` as files the ``kafkastore.ssl.*``
-properties name; a SCRAM User's password as an environment variable from its Secret, which
-Kubernetes expands into the ``kafkastore.sasl.jaas.config`` on the command line (the registry
-reads no config providers). ``tls`` serves https with a keystore Secret the operator keeps
+properties name; a SCRAM User's password as a file the ``kafkastore.sasl.jaas.config`` names
+through Kafka's DirectoryConfigProvider (``${dir:...:password}``, which the registry resolves at
+start), so it is on no command line and in no environment. ``tls`` serves https with a keystore Secret the operator keeps
 (``plan_tls_secret_data``), ``basicAuth`` mounts a Jetty users file. ``registry_endpoint`` says,
 for the status, what keeps a registry from being served.
 """
@@ -75,7 +75,8 @@ AUTH_DIR = "/etc/riverlog-schema-registry-auth"  # users.properties: basic auth'
 KEYSTORE_FILE = "keystore.pem"
 CA_FILE = "ca.crt"
 USERS_FILE = "users.properties"
-PASSWORD_ENV = "RIVERLOG_KAFKASTORE_PASSWORD"  # a SCRAM User's password, from its Secret
+PASSWORD_FILE = "password"  # a SCRAM User's password, from its Secret, in KAFKA_DIR/user
+DIRECTORY_PROVIDER = "org.apache.kafka.common.config.provider.DirectoryConfigProvider"
 SCHEMA_REGISTRY_UNIT = "riverlog-schema-registry"  # the OU of the certificate the operator issues
 # A user-given certificate: kubernetes.io/tls keys (cert-manager's layout, ca.crt optional).
 TLS_CERT_KEY, TLS_KEY_KEY, TLS_CA_KEY = "tls.crt", "tls.key", "ca.crt"
@@ -221,27 +222,22 @@ def mounted_secret_keys(inputs: RegistryInputs) -> list[SecretKeyRef]:
 
 def kafkastore_properties(endpoint: Endpoint) -> dict[str, str]:
     """The registry's Kafka client security (Kafka's client properties behind ``kafkastore.``),
-    naming the mounted files; a SCRAM password is on the command line (``jaas_config_flag``)."""
+    naming the mounted files (a SCRAM password through the ``dir`` config provider)."""
     props = {"kafkastore.security.protocol": endpoint.security_protocol}
     if endpoint.tls and endpoint.trusted_ca is not None:
         props.update({"kafkastore.ssl.truststore.type": "PEM",
                       "kafkastore.ssl.truststore.location": f"{KAFKA_DIR}/ca/{CA_FILE}"})
     if endpoint.authentication == AUTH_SCRAM:
-        props["kafkastore.sasl.mechanism"] = SCRAM_MECHANISM
+        user_dir = f"{KAFKA_DIR}/user"
+        props.update({
+            "kafkastore.sasl.mechanism": SCRAM_MECHANISM, "config.providers": "dir",
+            "config.providers.dir.class": DIRECTORY_PROVIDER, "config.providers.dir.param.allowed.paths": user_dir,
+            "kafkastore.sasl.jaas.config": f'{SCRAM_LOGIN_MODULE} required username="{endpoint.username}" '
+                                           f'password="${{dir:{user_dir}:{PASSWORD_FILE}}}";'})
     elif endpoint.authentication == AUTH_TLS:
         props.update({"kafkastore.ssl.keystore.type": "PEM",
                       "kafkastore.ssl.keystore.location": f"{KAFKA_DIR}/user/{KEYSTORE_FILE}"})
     return props
-
-
-def jaas_config_flag(endpoint: Endpoint) -> list[str]:
-    """``--set kafkastore.sasl.jaas.config=...`` for a SCRAM User: the password is
-    ``$(RIVERLOG_KAFKASTORE_PASSWORD)``, which Kubernetes expands from the environment (the
-    User's Secret), so it is in neither the ConfigMap nor the pod spec."""
-    if endpoint.authentication != AUTH_SCRAM:
-        return []
-    return ["--set", f'kafkastore.sasl.jaas.config={SCRAM_LOGIN_MODULE} required username="{endpoint.username}" '
-                     f'password="$({PASSWORD_ENV})";']
 
 
 def rest_security_properties(inputs: RegistryInputs) -> dict[str, str]:
@@ -368,6 +364,8 @@ def _volumes_and_mounts(inputs: RegistryInputs) -> tuple[list[dict[str, Any]], l
         mount("kafka-ca", secret_key_volume("kafka-ca", ep.trusted_ca, CA_FILE), f"{KAFKA_DIR}/ca")
     if ep.keystore is not None:
         mount("kafka-user", secret_key_volume("kafka-user", ep.keystore, KEYSTORE_FILE), f"{KAFKA_DIR}/user")
+    elif ep.password is not None:
+        mount("kafka-user", secret_key_volume("kafka-user", ep.password, PASSWORD_FILE), f"{KAFKA_DIR}/user")
     if registry.tls:
         tls = tls_secret_name(cluster)
         mount("tls", {"name": "tls", "secret": {"secretName": tls, "defaultMode": 0o440, "items": [
@@ -390,15 +388,11 @@ def _probe(inputs: RegistryInputs, **timing: int) -> dict[str, Any]:
 
 def _container(inputs: RegistryInputs, mounts: list[dict[str, Any]]) -> dict[str, Any]:
     env: list[dict[str, Any]] = [{"name": POD_IP_ENV, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}]
-    if inputs.endpoint.password is not None:
-        # Before the command's $(...) reference: Kubernetes expands only variables defined.
-        env.append({"name": PASSWORD_ENV, "valueFrom": {"secretKeyRef": {
-            "name": inputs.endpoint.password.name, "key": inputs.endpoint.password.key}}})
     container: dict[str, Any] = {
         "name": "schema-registry",
         "image": inputs.image,
         "command": ["riverlog", "schema-registry", "--config", f"{CONFIG_DIR}/{CONFIG_FILE}",
-                    "--set", f"host.name=$({POD_IP_ENV})", *jaas_config_flag(inputs.endpoint)],
+                    "--set", f"host.name=$({POD_IP_ENV})"],
         "env": env,
         "ports": [{"name": _port_name(inputs), "containerPort": REST_PORT, "protocol": "TCP"}],
         "volumeMounts": mounts,
