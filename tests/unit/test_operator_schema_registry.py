@@ -237,7 +237,8 @@ def test_a_scram_user_over_tls_with_https_and_basic_auth_as_the_registry_reads_i
     mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
     assert mounts == {"config": "/etc/riverlog-schema-registry", "tmp": "/tmp",
                       "kafka-ca": "/etc/riverlog-schema-registry-kafka/ca", "tls": "/etc/riverlog-schema-registry-tls",
-                      "users": "/etc/riverlog-schema-registry-auth", "kafka-user": "/etc/riverlog-schema-registry-kafka/user"}
+                      "users": "/etc/riverlog-schema-registry-auth",
+                      "kafka-user": "/etc/riverlog-schema-registry-kafka/user"}
     assert volumes_items(pod, "kafka-user") == [{"key": "password", "path": "password"}]
     volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
     assert volumes["tls"]["secret"]["secretName"] == "demo-schema-registry-tls"
