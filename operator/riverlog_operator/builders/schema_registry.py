@@ -17,8 +17,8 @@ Cluster CA's ``ca.crt`` and a TLS User's ``user.pem`` as files the ``kafkastore.
 properties name; a SCRAM User's password as a file the ``kafkastore.sasl.jaas.config`` names
 through Kafka's DirectoryConfigProvider (``${dir:...:password}``, which the registry resolves at
 start), so it is on no command line and in no environment. ``tls`` serves https with a keystore
-Secret the operator keeps (``plan_tls_secret_data``), ``basicAuth`` mounts a Jetty users file. ``registry_endpoint`` says,
-for the status, what keeps a registry from being served.
+Secret the operator keeps (``plan_tls_secret_data``), ``basicAuth`` mounts a Jetty users file.
+``registry_endpoint`` says, for the status, what keeps a registry from being served.
 """
 
 from __future__ import annotations
