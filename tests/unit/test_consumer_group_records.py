@@ -8,9 +8,9 @@ import uuid
 
 import pytest
 from riverlog.coordinator.consumer_records import (
-    CurrentAssignmentValue,
     ConsumerGroupKey,
     ConsumerMemberKey,
+    CurrentAssignmentValue,
     GroupEpochValue,
     MemberMetadataValue,
     PartitionMetadataValue,
@@ -42,7 +42,11 @@ RECORDS = [
 ]
 
 
-@pytest.mark.parametrize("record", RECORDS, ids=lambda r: f"type{r.key.record_type}-{'tomb' if r.value is None else 'value'}")
+def _id(record: CoordinatorRecord) -> str:
+    return f"type{record.key.record_type}-" + ("tombstone" if record.value is None else "value")  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("record", RECORDS, ids=_id)
 def test_round_trip(record: CoordinatorRecord) -> None:
     key, value = encode(record)
     assert decode(key, value) == record

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from ..config import BrokerConfig, ConfigError
 
@@ -60,7 +61,7 @@ _ASSIGNOR_CLASSES = {
 }
 
 
-def _consumer_group_settings(config: BrokerConfig) -> dict[str, object]:
+def _consumer_group_settings(config: BrokerConfig) -> dict[str, Any]:
     """The group.consumer.* settings, checked as Kafka's GroupCoordinatorConfig checks them."""
     session = config.get_int("group.consumer.session.timeout.ms")
     min_session = config.get_int("group.consumer.min.session.timeout.ms")

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..protocol.primitives import DecodeError, Reader, Writer
 from ..protocol.schema import BYTES, INT8, INT32, INT64, NULL, STRING, UUID, Array, Struct, f
@@ -169,13 +170,12 @@ def _assignment_out(assignment: Assignment) -> list[dict[str, object]]:
             if parts]
 
 
-def _assignment_in(entries: list[dict[str, object]]) -> Assignment:
+def _assignment_in(entries: list[dict[str, Any]]) -> Assignment:
     out: Assignment = {}
     for e in entries:
-        parts = frozenset(e["partitions"])  # type: ignore[arg-type]
+        parts: frozenset[int] = frozenset(e["partitions"])
         if parts:
-            tid = e["topic_id"]
-            assert isinstance(tid, uuid.UUID)
+            tid: uuid.UUID = e["topic_id"]
             out[tid] = out.get(tid, frozenset()) | parts
     return out
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..protocol.primitives import DecodeError, Reader, Writer
+from ..protocol.schema import BYTES, INT32, INT64, NULL, STRING, Array, Struct, f
 from .consumer_records import (
     CONSUMER_KEY_TYPES,
     ConsumerGroupKey,
@@ -32,7 +33,6 @@ from .consumer_records import (
     encode_consumer_key,
     encode_consumer_value,
 )
-from ..protocol.schema import BYTES, INT32, INT64, NULL, STRING, Array, Struct, f
 
 OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
