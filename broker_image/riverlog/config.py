@@ -113,6 +113,15 @@ DEFAULTS: dict[str, str] = {
     "group.min.session.timeout.ms": "6000",
     "group.max.session.timeout.ms": "1800000",
     "group.max.size": "2147483647",
+    # KIP-848 consumer groups (group.protocol=consumer): Kafka's names and defaults.
+    "group.consumer.session.timeout.ms": "45000",
+    "group.consumer.min.session.timeout.ms": "45000",
+    "group.consumer.max.session.timeout.ms": "60000",
+    "group.consumer.heartbeat.interval.ms": "5000",
+    "group.consumer.min.heartbeat.interval.ms": "5000",
+    "group.consumer.max.heartbeat.interval.ms": "15000",
+    "group.consumer.max.size": "2147483647",
+    "group.consumer.assignors": "uniform,range",
     "offset.metadata.max.bytes": "4096",
     "offsets.retention.minutes": "10080",
     "offsets.retention.check.interval.ms": "600000",
@@ -406,7 +415,11 @@ class BrokerConfig:
         for key in ("group.initial.rebalance.delay.ms", "group.min.session.timeout.ms",
                     "group.max.session.timeout.ms", "group.max.size", "offset.metadata.max.bytes",
                     "offsets.retention.minutes", "offsets.retention.check.interval.ms",
-                    "offsets.commit.timeout.ms", "offsets.topic.segment.bytes", "offsets.load.buffer.size"):
+                    "offsets.commit.timeout.ms", "offsets.topic.segment.bytes", "offsets.load.buffer.size",
+                    "group.consumer.session.timeout.ms", "group.consumer.min.session.timeout.ms",
+                    "group.consumer.max.session.timeout.ms", "group.consumer.heartbeat.interval.ms",
+                    "group.consumer.min.heartbeat.interval.ms", "group.consumer.max.heartbeat.interval.ms",
+                    "group.consumer.max.size"):
             self.get_int(key)
         for key in ("transaction.state.log.num.partitions", "transaction.state.log.replication.factor",
                     "transaction.state.log.min.isr", "transaction.state.log.segment.bytes",

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
-from ..config import BrokerConfig
+from ..config import BrokerConfig, ConfigError
 
 # Kafka's internal (non-configurable) limit on how long a new member's first JoinGroup may
 # stay parked: such a member has no member id yet, so its session cannot expire it.
@@ -26,6 +27,12 @@ class GroupConfig:
     offsets_topic_replication_factor: int = 3
     offsets_topic_segment_bytes: int = 100 * 1024 * 1024
     offsets_load_buffer_size: int = 5 * 1024 * 1024
+    # KIP-848 consumer groups (group.protocol=consumer).
+    consumer_session_timeout_ms: int = 45000
+    consumer_heartbeat_interval_ms: int = 5000
+    consumer_max_size: int = 2**31 - 1
+    # Server-side assignors by name; the first is the default (group.consumer.assignors).
+    consumer_assignors: tuple[str, ...] = ("uniform", "range")
 
     @classmethod
     def from_broker(cls, config: BrokerConfig) -> GroupConfig:
@@ -42,4 +49,43 @@ class GroupConfig:
             offsets_topic_replication_factor=config.get_int("offsets.topic.replication.factor"),
             offsets_topic_segment_bytes=config.get_int("offsets.topic.segment.bytes"),
             offsets_load_buffer_size=config.get_int("offsets.load.buffer.size"),
+            **_consumer_group_settings(config),
         )
+
+
+KNOWN_ASSIGNORS = ("uniform", "range")
+# Kafka's assignor classes, accepted in group.consumer.assignors as in Kafka.
+_ASSIGNOR_CLASSES = {
+    "org.apache.kafka.coordinator.group.assignor.UniformAssignor": "uniform",
+    "org.apache.kafka.coordinator.group.assignor.RangeAssignor": "range",
+}
+
+
+def _consumer_group_settings(config: BrokerConfig) -> dict[str, Any]:
+    """The group.consumer.* settings, checked as Kafka's GroupCoordinatorConfig checks them."""
+    session = config.get_int("group.consumer.session.timeout.ms")
+    min_session = config.get_int("group.consumer.min.session.timeout.ms")
+    max_session = config.get_int("group.consumer.max.session.timeout.ms")
+    interval = config.get_int("group.consumer.heartbeat.interval.ms")
+    min_interval = config.get_int("group.consumer.min.heartbeat.interval.ms")
+    max_interval = config.get_int("group.consumer.max.heartbeat.interval.ms")
+    if not min_session <= session <= max_session:
+        raise ConfigError("group.consumer.session.timeout.ms must be between group.consumer.min.session.timeout.ms "
+                          "and group.consumer.max.session.timeout.ms")
+    if not min_interval <= interval <= max_interval:
+        raise ConfigError("group.consumer.heartbeat.interval.ms must be between "
+                          "group.consumer.min.heartbeat.interval.ms and group.consumer.max.heartbeat.interval.ms")
+    if interval >= session:
+        raise ConfigError("group.consumer.heartbeat.interval.ms must be less than group.consumer.session.timeout.ms")
+    names = []
+    for entry in config.get("group.consumer.assignors").split(","):
+        name = _ASSIGNOR_CLASSES.get(entry.strip(), entry.strip())
+        if name not in KNOWN_ASSIGNORS:
+            raise ConfigError(f"group.consumer.assignors: unknown assignor {entry.strip()!r} "
+                              f"(known: {', '.join(KNOWN_ASSIGNORS)})")
+        names.append(name)
+    if not names:
+        raise ConfigError("group.consumer.assignors must name at least one assignor")
+    return {"consumer_session_timeout_ms": session, "consumer_heartbeat_interval_ms": interval,
+            "consumer_max_size": config.get_int("group.consumer.max.size"),
+            "consumer_assignors": tuple(names)}

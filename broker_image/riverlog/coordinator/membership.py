@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..protocol.errors import ErrorCode
+from .consumer_records import GROUP_METADATA, PARTITION_METADATA, TARGET_ASSIGNMENT_METADATA, ConsumerGroupKey
 from .effects import Body
 from .group import (
     EMPTY_ASSIGNMENT,
@@ -24,6 +25,7 @@ from .group import (
     Protocols,
     generate_member_id,
 )
+from .records import CoordinatorRecord
 from .state import ShardState, log
 
 UNKNOWN_MEMBER_ID = ""
@@ -79,6 +81,17 @@ class Membership(ShardState):
     # Requests ----------------------------------------------------------------------------
 
     def join_group(self, token: int, req: JoinRequest) -> None:
+        consumer_group = self.consumer_groups.get(req.group_id)
+        if consumer_group is not None:
+            if consumer_group.members:
+                # Classic members cannot join a consumer group until online migration exists
+                # (Kafka answers the same with group.consumer.migration.policy=disabled).
+                self.reply(token, join_error(req.member_id, ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
+                return
+            # An empty consumer group gives way to a classic one; its offsets stay.
+            self.write([CoordinatorRecord(ConsumerGroupKey(t, req.group_id), None)
+                        for t in (TARGET_ASSIGNMENT_METADATA, PARTITION_METADATA, GROUP_METADATA)])
+            del self.consumer_groups[req.group_id]
         group = self.groups.get(req.group_id)
         is_unknown = req.member_id == UNKNOWN_MEMBER_ID
         is_new_group = group is None

@@ -28,6 +28,7 @@ from .txn_offsets import NO_PRODUCER_ID
 S = GroupState
 INVALID_OFFSET = -1
 MIN_VERSION_GROUP_ID_NOT_FOUND = 9  # OffsetCommit v9+: unknown group -> GROUP_ID_NOT_FOUND
+MIN_VERSION_MEMBER_EPOCH = 9  # OffsetCommit v9+ (KIP-848): member epochs of consumer groups
 
 
 @dataclass(frozen=True)
@@ -75,24 +76,14 @@ class OffsetOps(ShardState):
         def all_failed(error: ErrorCode) -> Body:
             return {"topics": [(topic, [(p.partition, error) for p in parts]) for topic, parts in req.topics]}
 
-        group = self.groups.get(req.group_id)
-        if group is None:
-            if req.generation_id < 0:
-                log.info("group %s: created as a simple group by a standalone offset commit", req.group_id)
-                group = self.get_or_create_simple_group(req.group_id)
-            else:
-                self.reply(token, all_failed(ErrorCode.GROUP_ID_NOT_FOUND
-                                             if req.version >= MIN_VERSION_GROUP_ID_NOT_FOUND
-                                             else ErrorCode.ILLEGAL_GENERATION))
+        if req.group_id in self.consumer_groups:
+            consumer_error = self.validate_consumer_commit(req.group_id, req.member_id, req.generation_id,
+                                                           req.version)
+            if consumer_error is not None:
+                self.reply(token, all_failed(consumer_error))
                 return
-        error = self._validate_commit(group, req.generation_id, req.member_id, req.group_instance_id,
-                                      transactional=False)
-        if error is not None:
-            self.reply(token, all_failed(error))
+        elif not self._accept_classic_commit(token, req, all_failed):
             return
-        if group.is_in(S.STABLE, S.PREPARING_REBALANCE):
-            # Committing keeps a classic member's session alive.
-            self.schedule_heartbeat(group, group.members[req.member_id])
         expire_at = -1 if req.retention_time_ms == -1 else self.now_ms + req.retention_time_ms
         results: PartitionErrors = []
         records: list[CoordinatorRecord] = []
@@ -120,6 +111,50 @@ class OffsetOps(ShardState):
             self.reply(token, {"topics": results})
 
         self.write(records, after)
+
+    def _accept_classic_commit(self, token: int, req: CommitRequest, all_failed: Callable[[ErrorCode], Body]) -> bool:
+        group = self.groups.get(req.group_id)
+        if group is None:
+            if req.generation_id < 0:
+                log.info("group %s: created as a simple group by a standalone offset commit", req.group_id)
+                group = self.get_or_create_simple_group(req.group_id)
+            else:
+                self.reply(token, all_failed(ErrorCode.GROUP_ID_NOT_FOUND
+                                             if req.version >= MIN_VERSION_GROUP_ID_NOT_FOUND
+                                             else ErrorCode.ILLEGAL_GENERATION))
+                return False
+        error = self._validate_commit(group, req.generation_id, req.member_id, req.group_instance_id,
+                                      transactional=False)
+        if error is not None:
+            self.reply(token, all_failed(error))
+            return False
+        if group.is_in(S.STABLE, S.PREPARING_REBALANCE):
+            # Committing keeps a classic member's session alive.
+            self.schedule_heartbeat(group, group.members[req.member_id])
+        return True
+
+    # KIP-848 consumer groups (Kafka's ConsumerGroup.validateOffsetCommit / validateOffsetFetch).
+
+    def validate_consumer_commit(self, group_id: str, member_id: str, member_epoch: int,
+                                 version: int) -> ErrorCode | None:
+        group = self.consumer_groups[group_id]
+        if member_epoch < 0 and not group.members:
+            return None  # an admin client or a consumer without group management
+        member = group.members.get(member_id)
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if version < MIN_VERSION_MEMBER_EPOCH:
+            return ErrorCode.UNSUPPORTED_VERSION  # consumer-protocol members commit with v9+
+        return None if member_epoch == member.member_epoch else ErrorCode.STALE_MEMBER_EPOCH
+
+    def validate_consumer_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> ErrorCode | None:
+        group = self.consumer_groups.get(group_id)
+        if group is None or (member_id is None and member_epoch < 0):
+            return None
+        member = group.members.get(member_id or "")
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        return None if member_epoch == member.member_epoch else ErrorCode.STALE_MEMBER_EPOCH
 
     def _validate_commit(self, group: ClassicGroup, generation_id: int, member_id: str,
                          group_instance_id: str | None, *, transactional: bool) -> ErrorCode | None:

@@ -8,9 +8,9 @@ record is (Kafka's ``coordinator-key`` api keys):
   the commit carried a retention time, so the expire timestamp can be stored);
 - key version 2: group metadata, key ``GroupMetadataKey`` (group), value
   ``GroupMetadataValue``; Kafka writes value version 3;
-- key versions 3 and up: records of KIP-848 consumer groups, share groups and streams
-  groups, which Riverlog does not write; a log that holds them (written by Kafka) is read
-  past them.
+- key versions 3 to 8: records of KIP-848 consumer groups (``consumer_records.py``);
+- other key versions (KIP-848's regular expressions, share and streams groups): not written by
+  Riverlog; a log that holds them (written by Kafka) is read past them.
 
 A null value (tombstone) deletes the key: compaction eventually drops both. The layouts
 follow the JSON specs in Kafka's ``group-coordinator/src/main/resources/common/message``.
@@ -22,6 +22,17 @@ from dataclasses import dataclass, field
 
 from ..protocol.primitives import DecodeError, Reader, Writer
 from ..protocol.schema import BYTES, INT32, INT64, NULL, STRING, Array, Struct, f
+from .consumer_records import (
+    CONSUMER_KEY_TYPES,
+    ConsumerGroupKey,
+    ConsumerKey,
+    ConsumerMemberKey,
+    ConsumerValue,
+    decode_consumer_key,
+    decode_consumer_value,
+    encode_consumer_key,
+    encode_consumer_value,
+)
 
 OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
@@ -115,8 +126,8 @@ class GroupMetadataValue:
     members: tuple[MemberMetadata, ...] = field(default_factory=tuple)
 
 
-RecordKey = OffsetCommitKey | GroupMetadataKey
-RecordValue = OffsetCommitValue | GroupMetadataValue
+RecordKey = OffsetCommitKey | GroupMetadataKey | ConsumerKey
+RecordValue = OffsetCommitValue | GroupMetadataValue | ConsumerValue
 
 
 @dataclass(frozen=True)
@@ -142,6 +153,8 @@ def _with_version(version: int, struct: Struct, body: dict[str, object], flexibl
 
 
 def encode_key(key: RecordKey) -> bytes:
+    if isinstance(key, ConsumerGroupKey | ConsumerMemberKey):
+        return encode_consumer_key(key)
     if isinstance(key, OffsetCommitKey):
         return _with_version(OFFSET_COMMIT_KEY_VERSION, _OFFSET_COMMIT_KEY,
                              {"group": key.group, "topic": key.topic, "partition": key.partition}, False)
@@ -151,6 +164,8 @@ def encode_key(key: RecordKey) -> bytes:
 def encode_value(value: RecordValue | None) -> bytes | None:
     if value is None:
         return None
+    if not isinstance(value, OffsetCommitValue | GroupMetadataValue):
+        return encode_consumer_value(value)
     if isinstance(value, OffsetCommitValue):
         # Kafka keeps the legacy version 1 only for commits that carry an expire timestamp.
         version = OFFSET_COMMIT_VALUE_VERSION if value.expire_timestamp < 0 else OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY
@@ -186,12 +201,16 @@ def decode_key(data: bytes) -> RecordKey:
     if version == GROUP_METADATA_KEY_VERSION:
         body = _GROUP_METADATA_KEY.decode(r, False, version, False)
         return GroupMetadataKey(body["group"])
+    if version in CONSUMER_KEY_TYPES:
+        return decode_consumer_key(version, r)
     raise UnknownRecord(f"record key version {version}")
 
 
 def decode_value(key: RecordKey, data: bytes | None) -> RecordValue | None:
     if data is None:
         return None
+    if isinstance(key, ConsumerGroupKey | ConsumerMemberKey):
+        return decode_consumer_value(key.record_type, data)
     r = Reader(data)
     version = r.int16()
     if isinstance(key, OffsetCommitKey):

@@ -35,6 +35,7 @@ from ..protocol.primitives import DecodeError
 from ..protocol.record_batch import BatchHeader, decode_records
 from ..storage import Log
 from .config import GroupConfig
+from .consumer_records import TopicMetadata
 from .effects import AfterWrite, Result
 from .placement import GROUP_METADATA_TOPIC, partition_for
 from .records import CoordinatorRecord, UnknownRecord, decode, encode
@@ -89,6 +90,8 @@ class GroupCoordinator(CoordinatorShell[GroupShard, _ShardHandle, _LoadItem]):
         super().__init__(node_id, replicas, controller, partition_for)
         self.config = config
         self._image: MetadataImage | None = None
+        # The topics as consumer groups see them (name -> metadata), rebuilt when the image's change.
+        self._topics: dict[str, TopicMetadata] = {}
 
     # The shell's hooks -------------------------------------------------------------------
 
@@ -105,7 +108,9 @@ class GroupCoordinator(CoordinatorShell[GroupShard, _ShardHandle, _LoadItem]):
         )
 
     def _new_handle(self, index: int, key: tuple[Any, int]) -> _ShardHandle:
-        return _ShardHandle(index, key, GroupShard(index, self.config))
+        shard = GroupShard(index, self.config)
+        shard.set_topics(self._topics)
+        return _ShardHandle(index, key, shard)
 
     def _load_chunk(self, log_obj: Log, offset: int) -> tuple[list[_LoadItem], int]:
         return _read_chunk(log_obj, offset, self.config.offsets_load_buffer_size)
@@ -148,6 +153,10 @@ class GroupCoordinator(CoordinatorShell[GroupShard, _ShardHandle, _LoadItem]):
         if self._stopped:
             return
         old, self._image = self._image, image
+        if old is None or old.topics is not image.topics or old.brokers is not image.brokers:
+            self._topics = topics_for_consumer_groups(image)
+            for handle in self._handles.values():
+                handle.shard.set_topics(self._topics)
         super().on_image(image)
         if old is not None:
             deleted = {name for name, t in old.topics.items()
@@ -226,6 +235,22 @@ class GroupCoordinator(CoordinatorShell[GroupShard, _ShardHandle, _LoadItem]):
     async def stop(self) -> None:
         self._stop_shards()
         await self._cancel_tasks()
+
+
+def topics_for_consumer_groups(image: MetadataImage) -> dict[str, TopicMetadata]:
+    """Every topic with its id, partition count and, per partition, the racks of its replicas
+    (what the assignors see)."""
+    out: dict[str, TopicMetadata] = {}
+    for name, topic in image.topics.items():
+        count = len(topic.partitions)
+        racks: list[tuple[str, ...]] = []
+        for p in range(count):
+            part = topic.partitions.get(p)
+            replicas = part.replicas if part is not None else ()
+            racks.append(tuple(sorted({rack for r in replicas
+                                       if (b := image.brokers.get(r)) is not None and (rack := b.rack)})))
+        out[name] = TopicMetadata(topic.topic_id, name, count, tuple(racks) if any(racks) else ())
+    return out
 
 
 def _read_chunk(log_obj: Log, offset: int, max_bytes: int) -> tuple[list[_LoadItem], int]:

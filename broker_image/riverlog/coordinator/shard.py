@@ -18,6 +18,14 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..protocol.errors import ErrorCode
+from .consumer_membership import GROUP_TYPE_CONSUMER, ConsumerMembership
+from .consumer_records import (
+    GROUP_METADATA,
+    PARTITION_METADATA,
+    TARGET_ASSIGNMENT_METADATA,
+    ConsumerGroupKey,
+    ConsumerMemberKey,
+)
 from .effects import Body, Result
 from .group import ClassicGroup, GroupState, Member
 from .membership import Membership
@@ -34,7 +42,7 @@ GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 <<
 AUTHORIZED_OPERATIONS_OMITTED = -(1 << 31)
 
 
-class GroupShard(Membership, OffsetOps):
+class GroupShard(Membership, ConsumerMembership, OffsetOps):
     def run(self, now_ms: int, operation: Callable[..., None], *args: Any) -> Result:
         """Run one operation (a bound method of this shard) at ``now_ms``."""
         return self._run(now_ms, lambda: operation(*args))
@@ -46,6 +54,9 @@ class GroupShard(Membership, OffsetOps):
         transactional batch (its offsets stay pending until the marker)."""
         if isinstance(record.key, OffsetCommitKey):
             self.replay_offset(record, producer_id)
+            return
+        if isinstance(record.key, ConsumerGroupKey | ConsumerMemberKey):
+            self.replay_consumer(record)
             return
         assert isinstance(record.key, GroupMetadataKey)
         group_id = record.key.group
@@ -64,6 +75,7 @@ class GroupShard(Membership, OffsetOps):
             for group in self.groups.values():
                 group.subscribed_topics = group.compute_subscribed_topics()
             self.on_loaded_membership()
+            self.on_loaded_consumer_groups()
             self.schedule_expiration()
             if self.groups:
                 log.info("offsets partition %d: %d groups, %d committed offsets, %d pending in %d transactions",
@@ -73,7 +85,11 @@ class GroupShard(Membership, OffsetOps):
         return self._run(now_ms, loaded)
 
     def on_unloaded(self, now_ms: int) -> Result:
-        return self._run(now_ms, self.on_unloaded_membership)
+        def unloaded() -> None:
+            self.on_unloaded_membership()
+            self.on_unloaded_consumer_groups()
+
+        return self._run(now_ms, unloaded)
 
     # Admin operations --------------------------------------------------------------------
 
@@ -109,19 +125,36 @@ class GroupShard(Membership, OffsetOps):
     def list_groups(self, states: Sequence[str], types: Sequence[str]) -> list[Body]:
         wanted_states = {s.strip().lower() for s in states}
         wanted_types = {t.strip().lower() for t in types}
-        if wanted_types and GROUP_TYPE_CLASSIC not in wanted_types:
-            return []
-        return [
-            {"group_id": g.group_id, "protocol_type": g.protocol_type or "", "group_state": g.state.label,
-             "group_type": GROUP_TYPE_CLASSIC}
-            for g in self.groups.values()
-            if not wanted_states or g.state.label.lower() in wanted_states
-        ]
+        out: list[Body] = []
+        if not wanted_types or GROUP_TYPE_CLASSIC in wanted_types:
+            out.extend({"group_id": g.group_id, "protocol_type": g.protocol_type or "", "group_state": g.state.label,
+                        "group_type": GROUP_TYPE_CLASSIC}
+                       for g in self.groups.values()
+                       if not wanted_states or g.state.label.lower() in wanted_states)
+        if not wanted_types or GROUP_TYPE_CONSUMER in wanted_types:
+            out.extend({"group_id": g.group_id, "protocol_type": "consumer", "group_state": g.state.value,
+                        "group_type": GROUP_TYPE_CONSUMER}
+                       for g in self.consumer_groups.values()
+                       if not wanted_states or g.state.value.lower() in wanted_states)
+        return out
 
     def delete_groups(self, token: int, group_ids: Sequence[str]) -> None:
         results: list[Body] = []
         records: list[CoordinatorRecord] = []
         for group_id in group_ids:
+            consumer_group = self.consumer_groups.get(group_id)
+            if consumer_group is not None:
+                if consumer_group.members:
+                    results.append({"group_id": group_id, "error_code": ErrorCode.NON_EMPTY_GROUP})
+                    continue
+                records.extend(self.offset_tombstone(group_id, topic, partition)
+                               for topic, partition, _ in self.offsets.entries(group_id))
+                records.extend(CoordinatorRecord(ConsumerGroupKey(t, group_id), None)
+                               for t in (TARGET_ASSIGNMENT_METADATA, PARTITION_METADATA, GROUP_METADATA))
+                del self.consumer_groups[group_id]
+                results.append({"group_id": group_id, "error_code": ErrorCode.NONE})
+                log.info("consumer group %s: deleted", group_id)
+                continue
             group = self.groups.get(group_id)
             if group is None or group.is_in(S.DEAD):
                 results.append({"group_id": group_id, "error_code": ErrorCode.GROUP_ID_NOT_FOUND})

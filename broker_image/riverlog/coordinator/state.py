@@ -9,10 +9,13 @@ collects what an operation decides into a :class:`Result`. The operations themse
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Callable
 
 from ..protocol.errors import ErrorCode
 from .config import GroupConfig
+from .consumer_group import ConsumerGroup
+from .consumer_records import TopicMetadata
 from .effects import AfterWrite, Body, Result, Timers, TxnWrite
 from .group import ClassicGroup, Member
 from .offsets import OffsetStore
@@ -33,6 +36,11 @@ class ShardState:
         self.partition = partition
         self.config = config
         self.groups: dict[str, ClassicGroup] = {}
+        # KIP-848 consumer groups; a group id is in at most one of the two maps.
+        self.consumer_groups: dict[str, ConsumerGroup] = {}
+        # The cluster's topics (name -> metadata), from the shell's metadata image.
+        self.topics: dict[str, TopicMetadata] = {}
+        self.topic_names_by_id: dict[uuid.UUID, str] = {}
         self.offsets = OffsetStore()
         self.pending_txn_offsets = PendingTxnOffsets()
         # Counts offset records applied, in log order (see OffsetAndMetadata.record_position).

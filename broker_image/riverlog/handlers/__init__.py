@@ -14,6 +14,7 @@ from .api_versions import handle_api_versions
 from .client_quotas import handle_alter_client_quotas, handle_describe_client_quotas
 from .cluster_info import handle_describe_cluster, handle_describe_log_dirs, handle_elect_leaders
 from .configs import handle_alter_configs, handle_describe_configs, handle_incremental_alter_configs
+from .consumer_groups import handle_consumer_group_describe, handle_consumer_group_heartbeat
 from .features import handle_update_features
 from .fetch import handle_fetch
 from .group_offsets import handle_offset_commit, handle_offset_delete, handle_offset_fetch, handle_txn_offset_commit
@@ -98,6 +99,8 @@ HANDLERS: dict[ApiKey, BrokerHandler] = {
     ApiKey.LEAVE_GROUP: handle_leave_group,
     ApiKey.LIST_GROUPS: handle_list_groups,
     ApiKey.DESCRIBE_GROUPS: handle_describe_groups,
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: handle_consumer_group_heartbeat,
+    ApiKey.CONSUMER_GROUP_DESCRIBE: handle_consumer_group_describe,
     ApiKey.DELETE_GROUPS: handle_delete_groups,
     ApiKey.OFFSET_COMMIT: handle_offset_commit,
     ApiKey.OFFSET_FETCH: handle_offset_fetch,

@@ -232,14 +232,18 @@ def _unfetched(name: str, topic_id: uuid.UUID | None, partitions: list[int], cod
 
 
 def _fetch_group(broker: BrokerHost, ctx: RequestContext, group_id: str, topics: list[Body] | None, version: int,
-                 require_stable: bool = False) -> Body:
-    """One group's answer in the v8+ shape: ``{"group_id", "topics", "error_code"}``."""
+                 require_stable: bool = False, member: tuple[str | None, int] = (None, -1)) -> Body:
+    """One group's answer in the v8+ shape: ``{"group_id", "topics", "error_code"}``; ``member``
+    is the (member id, member epoch) of a v9+ fetch, checked against a consumer group."""
     if not on_group(broker, ctx, Operation.DESCRIBE, group_id):
         return {"group_id": group_id, "topics": [], "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
     try:
         shard = broker.coordinator.shard_for(group_id)
     except KafkaError as exc:
         return {"group_id": group_id, "topics": [], "error_code": exc.code}
+    member_error = shard.validate_consumer_fetch(group_id, *member)
+    if member_error is not None:
+        return {"group_id": group_id, "topics": [], "error_code": member_error}
     image = broker.image
     if topics is None:
         fetched = [t for t in shard.fetch_offsets(group_id, None, require_stable)
@@ -277,7 +281,9 @@ async def handle_offset_fetch(broker: BrokerHost, ctx: RequestContext, req: Body
     # partitions with pending transactional offsets answer UNSTABLE_OFFSET_COMMIT.
     stable = bool(req.get("require_stable", False))
     if ctx.version >= 8:
-        groups = [_fetch_group(broker, ctx, g["group_id"], g.get("topics"), ctx.version, stable) for g in req["groups"]]
+        groups = [_fetch_group(broker, ctx, g["group_id"], g.get("topics"), ctx.version, stable,
+                               (g.get("member_id"), g.get("member_epoch", -1)))
+                  for g in req["groups"]]
         return {"throttle_time_ms": 0, "groups": groups}
     requested: list[Body] | None = req.get("topics")
     topics = None if requested is None else [{"name": t["name"], "partition_indexes": t["partition_indexes"]}

@@ -39,6 +39,9 @@ MODULES = (
     "offset_fetch",
     "delete_groups",
     "offset_delete",
+    # KIP-848 consumer groups (coordinator/consumer_*.py).
+    "consumer_group_heartbeat",
+    "consumer_group_describe",
     "txn_offset_commit",
     "elect_leaders",
     "alter_partition_reassignments",

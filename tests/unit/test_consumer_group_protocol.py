@@ -1,0 +1,259 @@
+"""The KIP-848 consumer group protocol on the pure coordinator state machine: epochs, revocation
+before assignment, partitions owned by nobody while they move, session and rebalance timeouts,
+static members, regex subscriptions, the classic/consumer boundary, and loading from the records.
+
+Members are driven like a client does: they heartbeat with the epoch they were given and report
+the partitions they own (having revoked what the last answer took away)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+from riverlog.coordinator.config import GroupConfig
+from riverlog.coordinator.consumer_group import ConsumerGroupState, MemberState
+from riverlog.coordinator.consumer_membership import HeartbeatRequest
+from riverlog.coordinator.consumer_records import Assignment, TopicMetadata
+from riverlog.coordinator.membership import JoinRequest
+from riverlog.coordinator.shard import GroupShard
+from riverlog.protocol.errors import ErrorCode
+from support.group_harness import Harness, subscription
+
+pytestmark = pytest.mark.unit
+
+ORDERS = TopicMetadata(uuid.UUID(int=1), "orders", 6)
+AUDIT = TopicMetadata(uuid.UUID(int=2), "audit", 2)
+SESSION_MS = 45_000
+
+
+class Client:
+    """One consumer as the protocol sees it: its member id, epoch and owned partitions."""
+
+    def __init__(self, h: Harness, member_id: str, topics: tuple[str, ...] = ("orders",),
+                 regex: str | None = None, instance_id: str | None = None) -> None:
+        self.h, self.member_id, self.topics, self.regex, self.instance_id = h, member_id, topics, regex, instance_id
+        self.epoch = 0
+        self.owned: Assignment = {}
+
+    def heartbeat(self, full: bool = False, epoch: int | None = None) -> dict[str, Any]:
+        joining = self.epoch == 0
+        req = HeartbeatRequest(
+            group_id="g", member_id=self.member_id, member_epoch=self.epoch if epoch is None else epoch,
+            instance_id=self.instance_id, rack_id=None, rebalance_timeout_ms=300_000 if joining or full else -1,
+            subscribed_topic_names=(None if self.regex else self.topics) if joining or full else None,
+            subscribed_topic_regex=self.regex if joining else None, server_assignor=None,
+            owned=dict(self.owned), client_id="c", client_host="/127.0.0.1")
+        body = self.h.reply(self.h.run(self.h.shard.consumer_group_heartbeat, req))
+        assert body is not None
+        if body["error_code"] == ErrorCode.NONE and epoch is None:
+            self.epoch = body["member_epoch"]
+            if body["assignment"] is not None:
+                # Revoke what was taken away, take what was given (a client does both at once
+                # here: the coordinator only ever gives partitions nobody owns).
+                self.owned = {tp["topic_id"]: frozenset(tp["partitions"])
+                              for tp in body["assignment"]["topic_partitions"]}
+        return body
+
+    def leave(self, epoch: int = -1) -> dict[str, Any]:
+        req = HeartbeatRequest("g", self.member_id, epoch, self.instance_id, None, -1, None, None, None, None,
+                               "c", "/127.0.0.1")
+        body = self.h.reply(self.h.run(self.h.shard.consumer_group_heartbeat, req))
+        assert body is not None
+        self.owned = {}
+        return body
+
+
+def harness(*topics: TopicMetadata, **config: Any) -> Harness:
+    h = Harness(config=GroupConfig(initial_rebalance_delay_ms=0, **config))
+    h.shard.set_topics({t.name: t for t in topics})
+    return h
+
+
+def owned_count(*clients: Client) -> int:
+    return sum(len(p) for c in clients for p in c.owned.values())
+
+
+def assert_no_double_ownership(*clients: Client) -> None:
+    seen: set[tuple[uuid.UUID, int]] = set()
+    for c in clients:
+        for topic_id, parts in c.owned.items():
+            for p in parts:
+                assert (topic_id, p) not in seen, f"{topic_id}-{p} owned twice"
+                seen.add((topic_id, p))
+
+
+def settle(*clients: Client, rounds: int = 6) -> None:
+    for _ in range(rounds):
+        for c in clients:
+            c.heartbeat()
+            assert_no_double_ownership(*clients)
+
+
+def test_first_member_gets_every_partition_at_epoch_one() -> None:
+    h = harness(ORDERS)
+    a = Client(h, "a")
+    body = a.heartbeat()
+    assert body["member_epoch"] == 1 and body["member_id"] == "a"
+    assert body["heartbeat_interval_ms"] == 5000
+    assert a.owned == {ORDERS.topic_id: frozenset(range(6))}
+    group = h.shard.consumer_groups["g"]
+    assert (group.group_epoch, group.assignment_epoch, group.state) == (1, 1, ConsumerGroupState.STABLE)
+    # A heartbeat with nothing new answers no assignment (null: unchanged).
+    assert a.heartbeat()["assignment"] is None
+
+
+def test_second_member_waits_for_the_revocation() -> None:
+    h = harness(ORDERS)
+    a, b = Client(h, "a"), Client(h, "b")
+    a.heartbeat()
+    first = b.heartbeat()
+    # b is at the new epoch but gets nothing yet: a still owns every partition.
+    assert first["member_epoch"] == 2 and b.owned == {}
+    assert h.shard.consumer_groups["g"].members["b"].state == MemberState.UNRELEASED_PARTITIONS
+    revoke = a.heartbeat()
+    # a keeps its epoch and is told to keep only its share.
+    assert revoke["member_epoch"] == 1 and owned_count(a) == 3
+    assert h.shard.consumer_groups["g"].members["a"].state == MemberState.UNREVOKED_PARTITIONS
+    assert a.heartbeat()["member_epoch"] == 2  # it reported the revocation done
+    b.heartbeat()
+    assert owned_count(b) == 3 and b.epoch == 2
+    assert_no_double_ownership(a, b)
+    assert h.shard.consumer_groups["g"].state == ConsumerGroupState.STABLE
+
+
+def test_members_join_and_leave_one_by_one_without_double_ownership() -> None:
+    h = harness(ORDERS)
+    clients = [Client(h, f"m{i}") for i in range(4)]
+    active: list[Client] = []
+    for c in clients:
+        active.append(c)
+        settle(*active)
+        assert owned_count(*active) == 6
+        assert max(owned_count(x) for x in active) - min(owned_count(x) for x in active) <= 1
+    for c in clients[:3]:
+        assert c.leave()["member_epoch"] == -1
+        active.remove(c)
+        settle(*active)
+        assert owned_count(*active) == 6
+    assert clients[3].owned == {ORDERS.topic_id: frozenset(range(6))}
+
+
+def test_session_expiry_fences_and_hands_partitions_over() -> None:
+    h = harness(ORDERS)
+    a, b = Client(h, "a"), Client(h, "b")
+    settle(a, b)
+    h.now += SESSION_MS // 2
+    a.heartbeat()
+    h.now += SESSION_MS // 2 + 1
+    h._apply(h.shard.tick(h.now))  # b's session ran out
+    assert "b" not in h.shard.consumer_groups["g"].members
+    settle(a)
+    assert owned_count(a) == 6
+    assert b.heartbeat()["error_code"] == ErrorCode.UNKNOWN_MEMBER_ID
+
+
+def test_rebalance_timeout_fences_a_member_that_does_not_revoke() -> None:
+    h = harness(ORDERS)
+    a, b = Client(h, "a"), Client(h, "b")
+    a.heartbeat()
+    b.heartbeat()
+    a.heartbeat()  # asked to revoke; it never confirms (owned not sent from now on)
+    for _ in range(10):
+        h.now += 30_000
+        h._apply(h.shard.tick(h.now))
+        req = HeartbeatRequest("g", "a", a.epoch, None, None, -1, None, None, None, None, "c", "/h")
+        h.run(h.shard.consumer_group_heartbeat, req)
+        b.heartbeat()
+    assert "a" not in h.shard.consumer_groups["g"].members
+    settle(b)
+    assert owned_count(b) == 6
+
+
+def test_epoch_checks() -> None:
+    h = harness(ORDERS)
+    a = Client(h, "a")
+    a.heartbeat()
+    assert a.heartbeat(epoch=5)["error_code"] == ErrorCode.FENCED_MEMBER_EPOCH
+    b, c = Client(h, "b"), Client(h, "c")
+    settle(a, b)
+    settle(a, b, c)
+    assert a.epoch == 3
+    # The previous epoch with a subset of the assignment is accepted (a lost answer) ...
+    previous = h.shard.consumer_groups["g"].members["a"].previous_member_epoch
+    assert a.heartbeat(epoch=previous)["error_code"] == ErrorCode.NONE
+    # ... an older one is not.
+    assert a.heartbeat(epoch=previous - 1)["error_code"] == ErrorCode.FENCED_MEMBER_EPOCH
+    assert Client(h, "x").heartbeat(epoch=3)["error_code"] == ErrorCode.UNKNOWN_MEMBER_ID
+
+
+def test_unknown_group_and_classic_boundary() -> None:
+    h = harness(ORDERS)
+    assert Client(h, "a").heartbeat(epoch=1)["error_code"] == ErrorCode.GROUP_ID_NOT_FOUND
+    # A non-empty classic group is not taken over ...
+    join = JoinRequest("g", "", None, "c", "/h", 10_000, 10_000, "consumer", (("range", subscription("orders")),), 3)
+    h.run(h.shard.join_group, join)
+    body = Client(h, "a").heartbeat()
+    assert (body["error_code"], body["error_message"]) == (ErrorCode.GROUP_ID_NOT_FOUND,
+                                                          "Group g is not a consumer group.")
+    # ... and classic members cannot join a non-empty consumer group.
+    h2 = harness(ORDERS)
+    Client(h2, "a").heartbeat()
+    reply = h2.reply(h2.run(h2.shard.join_group, join))
+    assert reply is not None and reply["error_code"] == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+
+
+def test_regex_subscription_picks_up_a_topic_created_later() -> None:
+    h = harness(ORDERS)
+    a = Client(h, "a", regex="orders|au.*")
+    a.heartbeat()
+    assert a.owned == {ORDERS.topic_id: frozenset(range(6))}
+    h.shard.set_topics({t.name: t for t in (ORDERS, AUDIT)})
+    body = a.heartbeat()
+    assert body["member_epoch"] == 2
+    assert a.owned == {ORDERS.topic_id: frozenset(range(6)), AUDIT.topic_id: frozenset(range(2))}
+
+
+def test_static_member_leaves_and_comes_back_with_its_partitions() -> None:
+    h = harness(ORDERS)
+    a, b = Client(h, "a", instance_id="i-a"), Client(h, "b")
+    settle(a, b)
+    kept = dict(a.owned)
+    assert a.leave(epoch=-2)["member_epoch"] == -2
+    settle(b)
+    assert owned_count(b) == 3  # a's partitions wait for it
+    back = Client(h, "a2", instance_id="i-a")
+    body = back.heartbeat()
+    assert body["error_code"] == ErrorCode.NONE and back.owned == kept and back.epoch == a.epoch
+    # The instance id is held: a second process with it is refused.
+    assert Client(h, "a3", instance_id="i-a").heartbeat()["error_code"] == ErrorCode.UNRELEASED_INSTANCE_ID
+
+
+def test_loading_the_records_rebuilds_the_group() -> None:
+    h = harness(ORDERS)
+    a, b = Client(h, "a"), Client(h, "b", instance_id="i-b")
+    settle(a, b)
+    a.heartbeat()
+    loaded = GroupShard(0, h.config)
+    for record in h.written:
+        loaded.replay(record)
+    before, after = h.shard.consumer_groups["g"], loaded.consumer_groups["g"]
+    assert (after.group_epoch, after.assignment_epoch, after.target) == (before.group_epoch, before.assignment_epoch,
+                                                                         before.target)
+    assert after.members == before.members and after.owners == before.owners
+    assert after.subscription_metadata == before.subscription_metadata
+
+
+def test_describe_and_list() -> None:
+    h = harness(ORDERS)
+    a = Client(h, "a")
+    a.heartbeat()
+    [described] = h.shard.describe_consumer_groups(["g"], -(2**31))
+    assert (described["group_state"], described["group_epoch"], described["assignor_name"]) == ("Stable", 1, "uniform")
+    member = described["members"][0]
+    assert member["assignment"]["topic_partitions"][0]["topic_name"] == "orders"
+    [missing] = h.shard.describe_consumer_groups(["nope"], 0)
+    assert missing["error_code"] == ErrorCode.GROUP_ID_NOT_FOUND
+    assert h.shard.list_groups([], ["consumer"]) == [
+        {"group_id": "g", "protocol_type": "consumer", "group_state": "Stable", "group_type": "consumer"}]
+    assert h.shard.list_groups([], ["classic"]) == []
