@@ -30,6 +30,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 CLI_TIMEOUT = 60.0
 PARTITIONS = 3
 SETTLE = 60.0
+KIP848_PARTITIONS = 4
 
 
 def cli(*args: str, timeout: float = CLI_TIMEOUT) -> subprocess.CompletedProcess[str]:
@@ -69,7 +70,9 @@ def table_rows(text: str) -> list[list[str]]:
 
 @pytest.fixture(scope="module")
 def group_broker(module_broker_factory: Callable[..., BrokerProcess]) -> BrokerProcess:
-    return module_broker_factory(GROUP_BROKER_SETTINGS)
+    # Consumer-protocol members (KIP-848) heartbeat every 0.5 s rather than 5 s, so they settle fast.
+    return module_broker_factory({**GROUP_BROKER_SETTINGS, "group.consumer.heartbeat.interval.ms": 500,
+                                  "group.consumer.min.heartbeat.interval.ms": 500})
 
 
 def boot(broker: BrokerProcess) -> list[str]:
@@ -260,3 +263,70 @@ def test_groups_errors(group_broker: BrokerProcess) -> None:
     assert cli("groups", "reset-offsets", "--group", "g", "--topic", "t", *boot(group_broker)).returncode == 2
     assert cli("groups", "reset-offsets", "--group", "g", "--topic", "t", "--to-earliest", "--to-latest",
                *boot(group_broker)).returncode == 2
+
+
+def test_a_kip848_consumer_group_is_listed_and_described_with_its_epochs(group_broker: BrokerProcess) -> None:
+    """A ``group.protocol=consumer`` group (issue #21): type, epochs, assignor, and each member's
+    epoch, subscription, owned and target partitions; once its members are gone, its offsets
+    reset and the group deleted like a classic one."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    broker = group_broker
+    topic = group = "cli-kip848"
+    create_topic(broker.bootstrap, topic, KIP848_PARTITIONS)
+    produce_known(broker.bootstrap, topic, KIP848_PARTITIONS, 4, "k")
+    members = [Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "group.protocol": "consumer",
+                         "client.id": f"cli-m{i}", "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest", "log_level": 3}) for i in range(2)]
+    try:
+        for m in members:
+            m.subscribe([topic])
+
+        def settled() -> bool:
+            for m in members:
+                m.poll(0.1)
+            result = cli("groups", "describe", "--group", group, *boot(broker), "--output", "json")
+            if result.returncode != 0:
+                return False  # not created yet
+            (doc,) = json_lines(result.stdout)
+            owned = [tp["partition"] for member in doc["members"] for tp in member["assignment"]]
+            return (len(doc["members"]) == 2 and sorted(owned) == list(range(KIP848_PARTITIONS))
+                    and all(len(m.assignment()) == KIP848_PARTITIONS // 2 for m in members)
+                    and all(member["member_epoch"] == doc["group_epoch"] for member in doc["members"]))
+
+        wait_until(settled, timeout=SETTLE, message="two consumer-protocol members owning every partition")
+        members[0].commit(offsets=[TopicPartition(topic, p, 1) for p in range(KIP848_PARTITIONS)
+                                   if p in {tp.partition for tp in members[0].assignment()}], asynchronous=False)
+
+        listed = {d["group"]: d for d in json_lines(ok("groups", "list", *boot(broker), "--output", "json"))}
+        assert listed[group]["type"] == "consumer", listed[group]
+        assert listed[group]["state"] == "Stable", listed[group]
+
+        doc = describe_json(broker, group)
+        assert doc["type"] == "consumer" and doc["state"] == "Stable", doc
+        assert doc["assignor"] == "uniform", doc  # the first of group.consumer.assignors by default
+        assert doc["assignment_epoch"] == doc["group_epoch"] >= 2, doc  # two joins
+        assert sorted(m["client_id"] for m in doc["members"]) == ["cli-m0", "cli-m1"]
+        for m in doc["members"]:
+            assert m["subscribed_topics"] == [topic] and m["subscribed_regex"] is None, m
+            assert m["target_assignment"] == m["assignment"] and len(m["assignment"]) == KIP848_PARTITIONS // 2, m
+        committed = {(o["topic"], o["partition"]): o["committed_offset"] for o in doc["offsets"]}
+        assert sorted(v for v in committed.values() if v is not None) == [1] * (KIP848_PARTITIONS // 2), doc["offsets"]
+
+        text = ok("groups", "describe", "--group", group, *boot(broker))
+        assert "Type: consumer" in text and f"Group epoch: {doc['group_epoch']}" in text, text
+        header = next(r for r in table_rows(text) if r and r[0] == "MEMBER_ID")
+        assert header[-4:] == ["EPOCH", "SUBSCRIPTION", "PARTITIONS", "TARGET"], text
+
+        line = fails("groups", "reset-offsets", "--group", group, "--topic", topic, "--to-earliest", *boot(broker))
+        assert "has 2 active member(s)" in line, line
+    finally:
+        for m in members:
+            m.close()
+
+    wait_until(lambda: describe_json(broker, group)["state"] == "Empty", timeout=SETTLE,
+               message="the group to be empty")
+    ok("groups", "reset-offsets", "--group", group, "--topic", topic, "--to-latest", *boot(broker))
+    assert {lag for _, _, lag in lags(describe_json(broker, group)).values()} == {0}
+    assert f"Deleted group {group}." in ok("groups", "delete", "--group", group, *boot(broker))
+    assert "does not exist" in fails("groups", "describe", "--group", group, *boot(broker))

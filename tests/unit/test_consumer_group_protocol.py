@@ -257,3 +257,49 @@ def test_describe_and_list() -> None:
     assert h.shard.list_groups([], ["consumer"]) == [
         {"group_id": "g", "protocol_type": "consumer", "group_state": "Stable", "group_type": "consumer"}]
     assert h.shard.list_groups([], ["classic"]) == []
+
+
+def test_a_consumer_groups_offsets_make_no_classic_group_and_go_with_it() -> None:
+    """An id names one group: a consumer group's commits must not also create a "simple"
+    classic group holding them (listed twice, surviving the group's deletion); loading a log
+    where offsets of the earlier simple group come first gives the consumer group alone."""
+    h = harness(ORDERS)
+    h.commit({("orders", 0): 3})  # offsets before the group existed: a simple classic group
+    a = Client(h, "a")
+    a.heartbeat()
+    assert "g" not in h.shard.groups  # the consumer group replaced it
+    h.commit({("orders", 1): 5}, generation=a.epoch, member_id="a")
+    assert "g" not in h.shard.groups
+    assert [g["group_type"] for g in h.shard.list_groups([], [])] == ["consumer"]
+    loaded = GroupShard(0, h.config)
+    for record in h.written:
+        loaded.replay(record)
+    assert "g" in loaded.consumer_groups and "g" not in loaded.groups
+    a.leave()
+    reply = h.reply(h.run(h.shard.delete_groups, ["g"]))
+    assert reply is not None and reply["results"] == [{"group_id": "g", "error_code": ErrorCode.NONE}]
+    assert h.shard.list_groups([], []) == [] and h.fetch(None) == {}
+
+
+def test_offsets_of_a_consumer_group_fetch_commit_in_transactions_and_delete() -> None:
+    """OffsetFetch, TxnOffsetCommit and OffsetDelete know consumer groups (Kafka's
+    ConsumerGroup.validateOffsetCommit / validateOffsetDelete)."""
+    h = harness(ORDERS, AUDIT)
+    a = Client(h, "a")
+    a.heartbeat()
+    h.commit({("orders", 0): 4, ("audit", 1): 2}, generation=a.epoch, member_id="a")
+    assert h.fetch(None) == {("orders", 0): 4, ("audit", 1): 2}
+    # Transactional commits: the member and its epoch are checked; none named is accepted.
+    assert set(h.commit_errors(h.txn_commit({("orders", 1): 1}, generation=a.epoch, member_id="a")).values()) \
+        == {ErrorCode.NONE}
+    assert set(h.commit_errors(h.txn_commit({("orders", 1): 1}, generation=a.epoch + 5, member_id="a")).values()) \
+        == {ErrorCode.STALE_MEMBER_EPOCH}
+    assert set(h.commit_errors(h.txn_commit({("orders", 1): 1}, generation=a.epoch, member_id="zz")).values()) \
+        == {ErrorCode.UNKNOWN_MEMBER_ID}
+    assert set(h.commit_errors(h.txn_commit({("orders", 1): 1}, producer_id=8)).values()) == {ErrorCode.NONE}
+    # Offsets of a topic the group subscribes to stay; others may go while it runs.
+    reply = h.reply(h.run(h.shard.delete_offsets, "g", [("orders", [0]), ("audit", [1])]))
+    assert reply is not None and reply["error_code"] == ErrorCode.NONE
+    assert dict(reply["topics"]) == {"orders": [(0, ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC)],
+                                     "audit": [(1, ErrorCode.NONE)]}
+    assert h.fetch(None) == {("orders", 0): 4}

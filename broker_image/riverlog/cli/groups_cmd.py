@@ -2,7 +2,9 @@
 
 ``describe`` shows what ``kafka-consumer-groups.sh --describe`` shows: the members (member id,
 client id, host, assigned partitions) and, per partition, the committed offset, the log end
-offset and the lag between them. ``reset-offsets`` moves a group's committed offsets, which
+offset and the lag between them. For a KIP-848 consumer group (``group.protocol=consumer``) it
+also shows the group and assignment epochs, the assignor, and each member's epoch, subscription
+and target assignment beside the partitions it owns now. ``reset-offsets`` moves a group's committed offsets, which
 Kafka allows only while the group has no members, so it refuses (before changing anything) when
 consumers are still running.
 """
@@ -91,10 +93,14 @@ def _group_error(exc: BrokerError, group: str) -> GroupCommandError:
 
 def _members_text(member: GroupMember) -> str:
     """``orders:0,1;audit:2`` - a member's partitions, grouped by topic."""
-    if member.assignment is None:
+    return _partitions_text(member.assignment)
+
+
+def _partitions_text(partitions: Sequence[tuple[str, int]] | None) -> str:
+    if partitions is None:
         return "?"
     by_topic: dict[str, list[int]] = {}
-    for topic, partition in member.assignment:
+    for topic, partition in partitions:
         by_topic.setdefault(topic, []).append(partition)
     return ";".join(f"{t}:{','.join(str(p) for p in sorted(ps))}" for t, ps in sorted(by_topic.items())) or "-"
 
@@ -170,8 +176,9 @@ async def _describe_one(admin: AdminClient, group_id: str) -> tuple[GroupDescrip
 
 def _group_document(group: GroupDescription, rows: Sequence[PartitionLag]) -> dict[str, Any]:
     lags = [r.lag for r in rows if r.lag is not None]
-    return {
+    document: dict[str, Any] = {
         "group": group.group_id,
+        "type": group.group_type,
         "state": group.state,
         "protocol_type": group.protocol_type,
         "protocol": group.protocol,
@@ -203,14 +210,39 @@ def _group_document(group: GroupDescription, rows: Sequence[PartitionLag]) -> di
         ],
         "total_lag": sum(lags) if lags else None,
     }
+    if group.group_type == "consumer":
+        # KIP-848's epochs: the group's, its target assignment's and each member's (a member
+        # whose epoch is behind the group's is still moving to its target).
+        document.update(group_epoch=group.group_epoch, assignment_epoch=group.assignment_epoch,
+                        assignor=group.assignor)
+        for entry, m in zip(document["members"], group.members, strict=True):
+            entry.update(
+                member_epoch=m.member_epoch, rack_id=m.rack_id,
+                subscribed_topics=list(m.subscribed_topics), subscribed_regex=m.subscribed_regex,
+                target_assignment=[{"topic": t, "partition": p} for t, p in m.target_assignment or ()],
+            )
+    return document
 
 
 def _print_group(group: GroupDescription, rows: Sequence[PartitionLag]) -> None:
-    protocol = "/".join(x for x in (group.protocol_type, group.protocol) if x) or "-"
     coordinator = group.coordinator
-    print(f"Group: {group.group_id}  State: {group.state}  Protocol: {protocol}  Members: {len(group.members)}  "
-          f"Coordinator: {coordinator.node_id} ({coordinator.address})")
-    if group.members:
+    if group.group_type == "consumer":
+        print(f"Group: {group.group_id}  Type: consumer  State: {group.state}  Members: {len(group.members)}  "
+              f"Group epoch: {group.group_epoch}  Assignment epoch: {group.assignment_epoch}  "
+              f"Assignor: {group.assignor}  Coordinator: {coordinator.node_id} ({coordinator.address})")
+    else:
+        protocol = "/".join(x for x in (group.protocol_type, group.protocol) if x) or "-"
+        print(f"Group: {group.group_id}  State: {group.state}  Protocol: {protocol}  Members: {len(group.members)}  "
+              f"Coordinator: {coordinator.node_id} ({coordinator.address})")
+    if group.members and group.group_type == "consumer":
+        print()
+        print(format_table(
+            ["member_id", "instance_id", "client_id", "host", "epoch", "subscription", "partitions", "target"],
+            [[m.member_id, m.group_instance_id, m.client_id, m.client_host, m.member_epoch,
+              m.subscribed_regex or ",".join(m.subscribed_topics), _members_text(m),
+              _partitions_text(m.target_assignment)] for m in group.members],
+        ))
+    elif group.members:
         print()
         print(format_table(
             ["member_id", "instance_id", "client_id", "host", "partitions"],

@@ -124,8 +124,16 @@ class GroupMember:
     client_id: str
     client_host: str
     # Decoded from the consumer protocol; None when the group speaks another protocol or the
-    # member's assignment cannot be decoded.
+    # member's assignment cannot be decoded. In a consumer group (KIP-848): what it owns now.
     assignment: tuple[TopicPartition, ...] | None
+    # Consumer groups (KIP-848) only: the member's epoch, the partitions the broker's assignor
+    # means it to own (its current assignment moves there as it revokes and acquires), its rack
+    # and what it subscribed to (topic names, or a regular expression).
+    member_epoch: int | None = None
+    target_assignment: tuple[TopicPartition, ...] | None = None
+    rack_id: str | None = None
+    subscribed_topics: tuple[str, ...] = ()
+    subscribed_regex: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +144,13 @@ class GroupDescription:
     protocol: str
     members: tuple[GroupMember, ...]
     coordinator: BrokerInfo
+    # "classic" (JoinGroup/SyncGroup) or "consumer" (KIP-848's ConsumerGroupHeartbeat); a
+    # consumer group also has its group epoch, the epoch of its target assignment and the
+    # server-side assignor that computed it.
+    group_type: str = "classic"
+    group_epoch: int | None = None
+    assignment_epoch: int | None = None
+    assignor: str | None = None
 
     @property
     def is_empty(self) -> bool:
@@ -670,6 +685,13 @@ class AdminClient:
         operation = f"describe group '{group_id}'"
 
         async def call(conn: BrokerConnection, coordinator: BrokerInfo) -> GroupDescription:
+            # As Kafka's Admin client: ConsumerGroupDescribe first where the broker has it; it
+            # answers GROUP_ID_NOT_FOUND for a classic group (and for none), which DescribeGroups
+            # then describes (or says does not exist).
+            if conn.supports(ApiKey.CONSUMER_GROUP_DESCRIBE):
+                described = await _describe_consumer_group(conn, coordinator, group_id, operation)
+                if described is not None:
+                    return described
             response = await conn.request(
                 ApiKey.DESCRIBE_GROUPS, {"groups": [group_id], "include_authorized_operations": False}
             )
@@ -919,6 +941,41 @@ class AdminClient:
         if part.leader < 0:
             raise BrokerError(ErrorCode.LEADER_NOT_AVAILABLE, operation, f"partition {partition} has no leader")
         return await self.cluster.connection_to(part.leader)
+
+async def _describe_consumer_group(
+    conn: BrokerConnection, coordinator: BrokerInfo, group_id: str, operation: str
+) -> GroupDescription | None:
+    """A KIP-848 consumer group through ConsumerGroupDescribe, or None when the coordinator
+    knows no consumer group of that id (it may be a classic one)."""
+    response = await conn.request(
+        ApiKey.CONSUMER_GROUP_DESCRIBE, {"group_ids": [group_id], "include_authorized_operations": False}
+    )
+    g = _single(response["groups"], "group_id", group_id, operation)
+    if g["error_code"] == ErrorCode.GROUP_ID_NOT_FOUND:
+        return None
+    check_error(g["error_code"], operation, g.get("error_message"))
+    members = tuple(
+        GroupMember(
+            m["member_id"], m["instance_id"], m["client_id"], m["client_host"],
+            _described_partitions(m["assignment"]),
+            member_epoch=m["member_epoch"],
+            target_assignment=_described_partitions(m["target_assignment"]),
+            rack_id=m["rack_id"],
+            subscribed_topics=tuple(m["subscribed_topic_names"]),
+            subscribed_regex=m["subscribed_topic_regex"] or None,  # "" is no regex
+        )
+        for m in g["members"]
+    )
+    return GroupDescription(
+        group_id, g["group_state"], CONSUMER_PROTOCOL_TYPE, "", members, coordinator,
+        group_type="consumer", group_epoch=g["group_epoch"], assignment_epoch=g["assignment_epoch"],
+        assignor=g["assignor_name"],
+    )
+
+
+def _described_partitions(assignment: dict[str, Any]) -> tuple[TopicPartition, ...]:
+    return tuple(sorted((t["topic_name"], p) for t in assignment["topic_partitions"] for p in t["partitions"]))
+
 
 def _member_assignment(protocol_type: str, data: bytes) -> tuple[TopicPartition, ...] | None:
     if protocol_type != CONSUMER_PROTOCOL_TYPE:

@@ -389,6 +389,11 @@ class ConsumerMembership(ShardState):
             if value is None:
                 return
             group = self.consumer_groups[key.group] = ConsumerGroup(key.group)
+            # Offsets read earlier in the log may have made a simple classic group to hold them
+            # (as Kafka does): the consumer group takes its place, as it did when it was created.
+            classic = self.groups.get(key.group)
+            if classic is not None and classic.is_empty:
+                del self.groups[key.group]
         if isinstance(key, ConsumerMemberKey):
             self._replay_member(group, key, value)
         elif key.record_type == GROUP_METADATA:

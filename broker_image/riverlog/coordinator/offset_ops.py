@@ -23,6 +23,7 @@ from .group import ClassicGroup, GroupState
 from .offsets import OffsetAndMetadata
 from .records import CoordinatorRecord, OffsetCommitKey, OffsetCommitValue
 from .state import ShardState, log
+from .topic_regex import matching_topics
 from .txn_offsets import NO_PRODUCER_ID
 
 S = GroupState
@@ -135,15 +136,17 @@ class OffsetOps(ShardState):
 
     # KIP-848 consumer groups (Kafka's ConsumerGroup.validateOffsetCommit / validateOffsetFetch).
 
-    def validate_consumer_commit(self, group_id: str, member_id: str, member_epoch: int,
-                                 version: int) -> ErrorCode | None:
+    def validate_consumer_commit(self, group_id: str, member_id: str, member_epoch: int, version: int, *,
+                                 transactional: bool = False, instance_id: str | None = None) -> ErrorCode | None:
         group = self.consumer_groups[group_id]
         if member_epoch < 0 and not group.members:
             return None  # an admin client or a consumer without group management
+        if transactional and member_epoch < 0 and not member_id and instance_id is None:
+            return None  # TxnOffsetCommit before v3 names no member: Kafka accepts it
         member = group.members.get(member_id)
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
-        if version < MIN_VERSION_MEMBER_EPOCH:
+        if not transactional and version < MIN_VERSION_MEMBER_EPOCH:
             return ErrorCode.UNSUPPORTED_VERSION  # consumer-protocol members commit with v9+
         return None if member_epoch == member.member_epoch else ErrorCode.STALE_MEMBER_EPOCH
 
@@ -190,8 +193,10 @@ class OffsetOps(ShardState):
             self.pending_txn_offsets.remove_partition(key.group, key.topic, key.partition)
             return
         assert isinstance(record.value, OffsetCommitValue)
-        # Offsets without a group (standalone commits) live in a simple group.
-        self.get_or_create_simple_group(key.group)
+        # Offsets without a group (standalone commits) live in a simple group; a consumer
+        # group's offsets are its own (an id names a classic or a consumer group, never both).
+        if key.group not in self.consumer_groups:
+            self.get_or_create_simple_group(key.group)
         value = OffsetAndMetadata.from_value(record.value, self.record_position)
         if producer_id == NO_PRODUCER_ID:
             self.offsets.put(key.group, key.topic, key.partition, value)
@@ -211,15 +216,20 @@ class OffsetOps(ShardState):
             # committed at once. Kafka's transaction verification refuses such a producer id.
             self.reply(token, all_failed(ErrorCode.INVALID_PRODUCER_ID_MAPPING))
             return
-        group = self.groups.get(req.group_id)
-        if group is None:
-            if req.generation_id >= 0:
-                # Unlike OffsetCommit v9+, never GROUP_ID_NOT_FOUND here (Kafka).
-                self.reply(token, all_failed(ErrorCode.ILLEGAL_GENERATION))
-                return
-            group = self.get_or_create_simple_group(req.group_id)
-        error = self._validate_commit(group, req.generation_id, req.member_id, req.group_instance_id,
-                                      transactional=True)
+        error: ErrorCode | None
+        if req.group_id in self.consumer_groups:
+            error = self.validate_consumer_commit(req.group_id, req.member_id, req.generation_id, req.version,
+                                                  transactional=True, instance_id=req.group_instance_id)
+        else:
+            group = self.groups.get(req.group_id)
+            if group is None:
+                if req.generation_id >= 0:
+                    # Unlike OffsetCommit v9+, never GROUP_ID_NOT_FOUND here (Kafka).
+                    self.reply(token, all_failed(ErrorCode.ILLEGAL_GENERATION))
+                    return
+                group = self.get_or_create_simple_group(req.group_id)
+            error = self._validate_commit(group, req.generation_id, req.member_id, req.group_instance_id,
+                                          transactional=True)
         if error is not None:
             self.reply(token, all_failed(error))
             return
@@ -280,7 +290,7 @@ class OffsetOps(ShardState):
         all offsets reports only partitions that have a committed offset, as Kafka does.
         """
         group = self.groups.get(group_id)
-        known = group is not None and not group.is_in(S.DEAD)
+        known = (group is not None and not group.is_in(S.DEAD)) or group_id in self.consumer_groups
         pending = self.pending_txn_offsets
 
         def fetched(topic: str, partition: int, value: OffsetAndMetadata | None) -> Body:
@@ -311,17 +321,27 @@ class OffsetOps(ShardState):
     # OffsetDelete ------------------------------------------------------------------------
 
     def delete_offsets(self, token: int, group_id: str, topics: Sequence[tuple[str, Sequence[int]]]) -> None:
-        group = self.groups.get(group_id)
-        if group is None or group.is_in(S.DEAD):
-            self.reply(token, {"error_code": ErrorCode.GROUP_ID_NOT_FOUND, "topics": []})
-            return
-        if group.is_in(S.STABLE, S.PREPARING_REBALANCE, S.COMPLETING_REBALANCE) and not group.uses_consumer_protocol():
-            self.reply(token, {"error_code": ErrorCode.NON_EMPTY_GROUP, "topics": []})
-            return
+        subscribed: Callable[[str], bool]
+        consumer_group = self.consumer_groups.get(group_id)
+        if consumer_group is not None:
+            # A consumer group's offsets of topics no member subscribes to may go at any time
+            # (Kafka's ConsumerGroup has no other condition).
+            names = consumer_group.subscribed_topic_names(lambda regex: matching_topics(regex, self.topics))
+            subscribed = names.__contains__
+        else:
+            group = self.groups.get(group_id)
+            if group is None or group.is_in(S.DEAD):
+                self.reply(token, {"error_code": ErrorCode.GROUP_ID_NOT_FOUND, "topics": []})
+                return
+            if group.is_in(S.STABLE, S.PREPARING_REBALANCE, S.COMPLETING_REBALANCE) \
+                    and not group.uses_consumer_protocol():
+                self.reply(token, {"error_code": ErrorCode.NON_EMPTY_GROUP, "topics": []})
+                return
+            subscribed = group.is_subscribed_to
         results: PartitionErrors = []
         records: list[CoordinatorRecord] = []
         for topic, partitions in topics:
-            if group.is_subscribed_to(topic):
+            if subscribed(topic):
                 results.append((topic, [(p, ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC) for p in partitions]))
                 continue
             results.append((topic, [(p, ErrorCode.NONE) for p in partitions]))
