@@ -11,18 +11,21 @@ Runs against Riverlog by default, or Apache Kafka with RIVERLOG_TEST_TARGET=kafk
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import Consumer, TopicPartition
 from support.brokers import BrokerProcess
 from support.clients import create_topic, wait_until
 from support.groups import GROUP_BROKER_SETTINGS, MemberProcess, committed_offsets, produce_known, wait_for_split
+from support.java_tools import JavaTools
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -265,18 +268,15 @@ def test_groups_errors(group_broker: BrokerProcess) -> None:
                *boot(group_broker)).returncode == 2
 
 
-def test_a_kip848_consumer_group_is_listed_and_described_with_its_epochs(group_broker: BrokerProcess) -> None:
-    """A ``group.protocol=consumer`` group (issue #21): type, epochs, assignor, and each member's
-    epoch, subscription, owned and target partitions; once its members are gone, its offsets
-    reset and the group deleted like a classic one."""
-    from confluent_kafka import Consumer, TopicPartition
-
-    broker = group_broker
-    topic = group = "cli-kip848"
+@contextlib.contextmanager
+def kip848_members(broker: BrokerProcess, topic: str, group: str) -> Iterator[list[Consumer]]:
+    """Two ``group.protocol=consumer`` members of ``group`` sharing a 4-partition ``topic``,
+    settled (each owning two partitions at the group's epoch); the first has committed offset 1
+    on its partitions. Closed on exit."""
     create_topic(broker.bootstrap, topic, KIP848_PARTITIONS)
     produce_known(broker.bootstrap, topic, KIP848_PARTITIONS, 4, "k")
     members = [Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "group.protocol": "consumer",
-                         "client.id": f"cli-m{i}", "enable.auto.commit": False,
+                         "client.id": f"{group}-m{i}", "enable.auto.commit": False,
                          "auto.offset.reset": "earliest", "log_level": 3}) for i in range(2)]
     try:
         for m in members:
@@ -295,9 +295,21 @@ def test_a_kip848_consumer_group_is_listed_and_described_with_its_epochs(group_b
                     and all(member["member_epoch"] == doc["group_epoch"] for member in doc["members"]))
 
         wait_until(settled, timeout=SETTLE, message="two consumer-protocol members owning every partition")
-        members[0].commit(offsets=[TopicPartition(topic, p, 1) for p in range(KIP848_PARTITIONS)
-                                   if p in {tp.partition for tp in members[0].assignment()}], asynchronous=False)
+        members[0].commit(offsets=[TopicPartition(topic, tp.partition, 1) for tp in members[0].assignment()],
+                          asynchronous=False)
+        yield members
+    finally:
+        for m in members:
+            m.close()
 
+
+def test_a_kip848_consumer_group_is_listed_and_described_with_its_epochs(group_broker: BrokerProcess) -> None:
+    """A ``group.protocol=consumer`` group (issue #21): type, epochs, assignor, and each member's
+    epoch, subscription, owned and target partitions; once its members are gone, its offsets
+    reset and the group deleted like a classic one."""
+    broker = group_broker
+    topic = group = "cli-kip848"
+    with kip848_members(broker, topic, group):
         listed = {d["group"]: d for d in json_lines(ok("groups", "list", *boot(broker), "--output", "json"))}
         assert listed[group]["type"] == "consumer", listed[group]
         assert listed[group]["state"] == "Stable", listed[group]
@@ -306,7 +318,7 @@ def test_a_kip848_consumer_group_is_listed_and_described_with_its_epochs(group_b
         assert doc["type"] == "consumer" and doc["state"] == "Stable", doc
         assert doc["assignor"] == "uniform", doc  # the first of group.consumer.assignors by default
         assert doc["assignment_epoch"] == doc["group_epoch"] >= 2, doc  # two joins
-        assert sorted(m["client_id"] for m in doc["members"]) == ["cli-m0", "cli-m1"]
+        assert sorted(m["client_id"] for m in doc["members"]) == [f"{group}-m0", f"{group}-m1"]
         for m in doc["members"]:
             assert m["subscribed_topics"] == [topic] and m["subscribed_regex"] is None, m
             assert m["target_assignment"] == m["assignment"] and len(m["assignment"]) == KIP848_PARTITIONS // 2, m
@@ -320,9 +332,6 @@ def test_a_kip848_consumer_group_is_listed_and_described_with_its_epochs(group_b
 
         line = fails("groups", "reset-offsets", "--group", group, "--topic", topic, "--to-earliest", *boot(broker))
         assert "has 2 active member(s)" in line, line
-    finally:
-        for m in members:
-            m.close()
 
     wait_until(lambda: describe_json(broker, group)["state"] == "Empty", timeout=SETTLE,
                message="the group to be empty")
@@ -330,3 +339,47 @@ def test_a_kip848_consumer_group_is_listed_and_described_with_its_epochs(group_b
     assert {lag for _, _, lag in lags(describe_json(broker, group)).values()} == {0}
     assert f"Deleted group {group}." in ok("groups", "delete", "--group", group, *boot(broker))
     assert "does not exist" in fails("groups", "describe", "--group", group, *boot(broker))
+
+
+CONSUMER_GROUP_COMMAND = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
+
+
+def test_kafka_consumer_groups_tool_lists_describes_and_deletes_a_kip848_group(
+    group_broker: BrokerProcess, java_tools: JavaTools
+) -> None:
+    """Kafka's own ``kafka-consumer-groups.sh`` on a ``group.protocol=consumer`` group (issue #21):
+    it describes such groups through ConsumerGroupDescribe, so its state, members and offsets
+    views and the deletion must work on Riverlog as they do on Kafka."""
+    broker = group_broker
+    topic = group = "tool-kip848"
+
+    def tool(*args: str) -> str:
+        result = java_tools.run(CONSUMER_GROUP_COMMAND, ["--bootstrap-server", broker.bootstrap, *args])
+        return result.stdout
+
+    with kip848_members(broker, topic, group):
+        listed = [r for r in table_rows(tool("--list", "--type")) if r and r[0] == group]
+        assert len(listed) == 1 and "consumer" in [c.lower() for c in listed[0]], listed
+
+        state = table_rows(tool("--describe", "--group", group, "--state", "--verbose"))
+        header = state.index(next(r for r in state if "STATE" in r))
+        row = dict(zip(state[header], state[header + 1], strict=False))
+        assert row["STATE"] == "Stable" and row["ASSIGNMENT-STRATEGY"] == "uniform" and row["#MEMBERS"] == "2", state
+
+        members = table_rows(tool("--describe", "--group", group, "--members"))
+        member_rows = [r for r in members if r and r[0] == group]
+        assert len(member_rows) == 2, members
+        columns = next(r for r in members if "#PARTITIONS" in r)
+        assert sorted(r[columns.index("#PARTITIONS")] for r in member_rows) == ["2", "2"], members
+
+        offsets = table_rows(tool("--describe", "--group", group, "--offsets"))
+        columns = next(r for r in offsets if "CURRENT-OFFSET" in r)
+        by_partition = {int(r[columns.index("PARTITION")]): r for r in offsets if r and r[0] == group}
+        assert sorted(by_partition) == list(range(KIP848_PARTITIONS)), offsets
+        assert sorted(r[columns.index("CURRENT-OFFSET")] for r in by_partition.values()) == ["-", "-", "1", "1"]
+        assert {r[columns.index("LOG-END-OFFSET")] for r in by_partition.values()} == {"4"}
+
+    wait_until(lambda: describe_json(broker, group)["state"] == "Empty", timeout=SETTLE,
+               message="the group to be empty")
+    assert "was successful" in tool("--delete", "--group", group)
+    assert group not in {d["group"] for d in json_lines(ok("groups", "list", *boot(broker), "--output", "json"))}
