@@ -338,13 +338,16 @@ class Consumed:
 @dataclass
 class GroupMember:
     """One member of a consumer group, in its own thread: polls, records what it gets and
-    commits what it consumed (synchronously, every ``commit_interval``)."""
+    commits what it consumed (synchronously, every ``commit_interval``). ``protocol`` is the
+    group protocol: ``classic`` (JoinGroup/SyncGroup) or ``consumer`` (KIP-848, issue #21),
+    whose session and heartbeat timings are the brokers' (``group.consumer.*``)."""
 
     bootstrap: str
     group: str
     topic: str
     name: str
     commit_interval: float = 0.3
+    protocol: str = "classic"
     consumed: list[Consumed] = field(default_factory=list)
     commit_errors: list[str] = field(default_factory=list)
     poll_errors: list[str] = field(default_factory=list)
@@ -355,6 +358,10 @@ class GroupMember:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._failure: BaseException | None = None
+        timings: dict[str, Any] = (
+            {"group.protocol": "consumer"} if self.protocol == "consumer"
+            else {"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000}
+        )
         self.consumer = Consumer({
             **RESILIENT_CLIENT,
             "bootstrap.servers": self.bootstrap,
@@ -362,8 +369,7 @@ class GroupMember:
             "client.id": f"member-{self.name}",
             "auto.offset.reset": "earliest",
             "enable.auto.commit": False,
-            "session.timeout.ms": 6000,
-            "heartbeat.interval.ms": 1000,
+            **timings,
             "enable.partition.eof": False,
         })
 
