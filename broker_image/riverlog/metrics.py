@@ -29,8 +29,10 @@ LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0
 PartitionStats = tuple[str, int, int, int, int, int, bool, int, int]
 # (group, topic, partition, committed offset, high watermark or None when not hosted here)
 GroupOffsetStats = tuple[str, str, int, int, int | None]
-# (group, state, member count)
-GroupStats = tuple[str, str, int]
+# (group, type "classic" or "consumer", state, member count, and for a KIP-848 consumer group
+# its group epoch and how many members have not reached the target assignment's epoch;
+# None and 0 for a classic group)
+GroupStats = tuple[str, str, str, int, int | None, int]
 # (whether this node is the active controller, partitions without a leader as it sees them)
 ControllerStats = tuple[bool, int]
 # (__transaction_state partition coordinated here, open transactions, age in seconds of the oldest
@@ -106,20 +108,31 @@ class _ConsumerGroupCollector(Collector):
         lag = GaugeMetricFamily("riverlog_consumer_group_lag",
                                 "High watermark minus committed offset per consumer group and partition",
                                 labels=labels)
-        members = GaugeMetricFamily("riverlog_consumer_group_members", "Members of each consumer group",
-                                    labels=["group"])
+        members = GaugeMetricFamily("riverlog_consumer_group_members",
+                                    "Members of each consumer group (type: classic, or consumer for KIP-848)",
+                                    labels=["group", "type"])
         states = GaugeMetricFamily("riverlog_consumer_group_state",
-                                   "1 for the state each consumer group is in (Empty, Stable, ...)",
-                                   labels=["group", "state"])
+                                   "1 for the state each consumer group is in (Empty, Stable, PreparingRebalance, "
+                                   "CompletingRebalance; KIP-848: Assigning, Reconciling)",
+                                   labels=["group", "type", "state"])
+        epochs = GaugeMetricFamily("riverlog_consumer_group_epoch",
+                                   "Group epoch of each KIP-848 consumer group (moves at every membership, "
+                                   "subscription or metadata change)", labels=["group"])
+        reconciling = GaugeMetricFamily("riverlog_consumer_group_members_reconciling",
+                                        "Members of each KIP-848 consumer group not yet at its target assignment's "
+                                        "epoch (still revoking or waiting for partitions)", labels=["group"])
         for group, topic, partition, offset, high_watermark in self._offsets():
             key = [group, topic, str(partition)]
             committed.add_metric(key, offset)
             if high_watermark is not None:
                 lag.add_metric(key, max(0, high_watermark - offset))
-        for group, state, count in self._groups():
-            members.add_metric([group], count)
-            states.add_metric([group, state], 1)
-        yield from (committed, lag, members, states)
+        for group, group_type, state, count, epoch, behind in self._groups():
+            members.add_metric([group, group_type], count)
+            states.add_metric([group, group_type, state], 1)
+            if epoch is not None:
+                epochs.add_metric([group], epoch)
+                reconciling.add_metric([group], behind)
+        yield from (committed, lag, members, states, epochs, reconciling)
 
 
 class _ControllerCollector(Collector):

@@ -397,6 +397,9 @@ def test_alert_rules_fire_when_they_should(helm_env: dict[str, str], tmp_path: P
             series("up", "1 1 0x20", pod="demo-2", **demo),
             series("riverlog_offline_log_dirs_count", "0 0 0 1x19", pod="demo-1", **demo),
             series("riverlog_consumer_group_lag", "5000x22", group="billing", topic="orders", partition="0", **demo),
+            # A KIP-848 group with a member behind its target from 2m (and one that catches up).
+            series("riverlog_consumer_group_members_reconciling", "0 0 1x20", group="search", pod="demo-1", **demo),
+            series("riverlog_consumer_group_members_reconciling", "1 0x21", group="billing", pod="demo-0", **demo),
             # demo-0 holds a transaction open ever longer (5 minutes more each minute): hanging.
             series("riverlog_transaction_oldest_open_seconds", "0+300x22", pod="demo-0", **demo),
             # calm: healthy, and its small lag stays under the threshold.
@@ -470,6 +473,12 @@ def test_alert_rules_fire_when_they_should(helm_env: dict[str, str], tmp_path: P
                 "exp_labels": {"severity": "warning", "namespace": "prod", "riverlog_cluster": "demo",
                                "group": "billing", "topic": "orders"},
                 "exp_annotations": {"summary": "Consumer group billing lags on orders"}}]},
+            # Behind from 2m, firing once that lasted 10 minutes (consumerGroupReconcilingFor).
+            {"eval_time": "11m", "alertname": "RiverlogConsumerGroupRebalanceStuck", "exp_alerts": []},
+            {"eval_time": "12m", "alertname": "RiverlogConsumerGroupRebalanceStuck", "exp_alerts": [{
+                "exp_labels": {"severity": "warning", "namespace": "prod", "riverlog_cluster": "demo",
+                               "group": "search"},
+                "exp_annotations": {"summary": "Consumer group search has not finished rebalancing for 10m"}}]},
             {"eval_time": "5m", "alertname": "RiverlogCertificateAuthorityExpiring", "exp_alerts": []},
             {"eval_time": "12m", "alertname": "RiverlogCertificateAuthorityExpiring", "exp_alerts": [{
                 "exp_labels": {"severity": "warning", "cluster_namespace": "prod", "cluster": "demo", "ca": "cluster"},

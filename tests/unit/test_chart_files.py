@@ -57,7 +57,8 @@ def known_metric_names() -> set[str]:
     broker = Metrics()
     # The scrape-time collectors with one sample each, as a live broker registers them.
     broker.track_partitions(lambda: [("t", 0, 1, 0, 1, 1, True, 1, 1)])
-    broker.track_consumer_groups(lambda: [("g", "t", 0, 0, 1)], lambda: [("g", "Stable", 1)])
+    broker.track_consumer_groups(lambda: [("g", "t", 0, 0, 1)], lambda: [
+        ("g", "classic", "Stable", 1, None, 0), ("g2", "consumer", "Reconciling", 2, 5, 1)])
     broker.track_controller(lambda: (True, 0))
     broker.track_log_dirs(lambda: [("/data", True)])
     broker.track_transactions(lambda: [(0, 1, 2.5)], lambda: [("t", 0, 3)])

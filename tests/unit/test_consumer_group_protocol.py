@@ -303,3 +303,27 @@ def test_offsets_of_a_consumer_group_fetch_commit_in_transactions_and_delete() -
     assert dict(reply["topics"]) == {"orders": [(0, ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC)],
                                      "audit": [(1, ErrorCode.NONE)]}
     assert h.fetch(None) == {("orders", 0): 4}
+
+
+def test_group_metrics_show_the_type_the_epoch_and_members_still_reconciling() -> None:
+    from prometheus_client import generate_latest
+    from riverlog.metrics import Metrics
+
+    h = harness(ORDERS)
+    h.join_new(group="classic-g")  # a classic group beside it
+    a, b = Client(h, "a"), Client(h, "b")
+    a.heartbeat()
+    b.heartbeat()  # joins: a must give up partitions first, so a is behind the target's epoch
+    summaries = {s[0]: s for s in h.shard.group_summaries()}
+    assert summaries["g"] == ("g", "consumer", "Reconciling", 2, 2, 1)
+    assert summaries["classic-g"][1:3] == ("classic", "PreparingRebalance") and summaries["classic-g"][4:] == (None, 0)
+    metrics = Metrics()
+    metrics.track_consumer_groups(lambda: [], h.shard.group_summaries)
+    text = generate_latest(metrics.registry).decode()
+    assert 'riverlog_consumer_group_members{group="g",type="consumer"} 2.0' in text
+    assert 'riverlog_consumer_group_state{group="g",state="Reconciling",type="consumer"} 1.0' in text
+    assert 'riverlog_consumer_group_epoch{group="g"} 2.0' in text
+    assert 'riverlog_consumer_group_members_reconciling{group="g"} 1.0' in text
+    assert 'riverlog_consumer_group_epoch{group="classic-g"}' not in text
+    settle(a, b)
+    assert {s[0]: s for s in h.shard.group_summaries()}["g"] == ("g", "consumer", "Stable", 2, 2, 0)

@@ -226,7 +226,7 @@ class GroupCoordinator(CoordinatorShell[GroupShard, _ShardHandle, _LoadItem]):
                 hw = replica.high_watermark if replica is not None and replica.is_leader else None
                 yield group, topic, partition, value.offset, hw
 
-    def group_samples(self) -> Iterator[tuple[str, str, int]]:
+    def group_samples(self) -> Iterator[tuple[str, str, str, int, int | None, int]]:
         for shard in self.loaded_shards():
             yield from shard.group_summaries()
 

@@ -182,9 +182,15 @@ class GroupShard(Membership, ConsumerMembership, OffsetOps):
 
     # Introspection (metrics, tools) ------------------------------------------------------
 
-    def group_summaries(self) -> list[tuple[str, str, int]]:
-        """(group id, state, member count) of every group."""
-        return [(g.group_id, g.state.label, len(g.members)) for g in self.groups.values()]
+    def group_summaries(self) -> list[tuple[str, str, str, int, int | None, int]]:
+        """(group id, type, state, member count, group epoch, members behind the target's epoch)
+        of every group; the last two are None and 0 for classic groups."""
+        out: list[tuple[str, str, str, int, int | None, int]] = [
+            (g.group_id, GROUP_TYPE_CLASSIC, g.state.label, len(g.members), None, 0) for g in self.groups.values()]
+        out += [(g.group_id, GROUP_TYPE_CONSUMER, g.state.value, len(g.members), g.group_epoch,
+                 sum(1 for m in g.members.values() if m.member_epoch != g.assignment_epoch))
+                for g in self.consumer_groups.values()]
+        return out
 
 
 def _describe_member(member: Member, protocol: str | None) -> Body:
