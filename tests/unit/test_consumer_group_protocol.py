@@ -327,3 +327,27 @@ def test_group_metrics_show_the_type_the_epoch_and_members_still_reconciling() -
     assert 'riverlog_consumer_group_epoch{group="classic-g"}' not in text
     settle(a, b)
     assert {s[0]: s for s in h.shard.group_summaries()}["g"] == ("g", "consumer", "Stable", 2, 2, 0)
+
+
+def test_offsets_of_unsubscribed_topics_expire_and_an_empty_consumer_group_goes_with_its_last() -> None:
+    """Kafka's expiry for consumer groups: an offset of a topic no member subscribes to expires
+    its retention after the commit, even while the group runs; once the group is empty every
+    offset qualifies, and the group is removed with the last one."""
+    h = harness(ORDERS, AUDIT, offsets_retention_ms=10_000, offsets_retention_check_interval_ms=1_000)
+    a = Client(h, "a")
+    a.heartbeat()
+    h.commit({("orders", 0): 4, ("audit", 1): 2}, generation=a.epoch, member_id="a")
+    h.advance(9_000)
+    a.heartbeat()
+    assert h.fetch(None) == {("orders", 0): 4, ("audit", 1): 2}
+    h.advance(1_000)
+    a.heartbeat()
+    assert h.fetch(None) == {("orders", 0): 4}  # audit is not subscribed: expired; orders is
+    a.leave()
+    h.advance(1_000)
+    assert h.fetch(None) == {} and "g" not in h.shard.consumer_groups
+    assert h.shard.list_groups([], []) == []
+    loaded = GroupShard(0, h.config)
+    for record in h.written:
+        loaded.replay(record)
+    assert "g" not in loaded.consumer_groups and "g" not in loaded.groups

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..protocol.errors import ErrorCode
+from .consumer_group import ConsumerGroup
 from .effects import Body
 from .group import ClassicGroup, GroupState
 from .offsets import OffsetAndMetadata
@@ -384,6 +385,11 @@ class OffsetOps(ShardState):
                 del self.groups[group_id]
                 group.transition_to(S.DEAD, self.now_ms)
                 log.info("group %s: removed (empty, and its offsets expired)", group_id)
+        for group_id, consumer_group in list(self.consumer_groups.items()):
+            if self._expire_consumer_group_offsets(consumer_group, records) and not consumer_group.members:
+                records.extend(self.consumer_group_tombstones(group_id))
+                del self.consumer_groups[group_id]
+                log.info("consumer group %s: removed (empty, and its offsets expired)", group_id)
         if records:
             log.info("offsets partition %d: expired %d offsets/groups", self.partition, len(records))
         self._write_and_apply(records)
@@ -413,6 +419,26 @@ class OffsetOps(ShardState):
                     all_expired = False
         # A group with open transactions holding its offsets is not removed yet.
         return all_expired and not pending.has_group(group.group_id)
+
+    def _expire_consumer_group_offsets(self, group: ConsumerGroup, records: list[CoordinatorRecord]) -> bool:
+        """Kafka's rule for a KIP-848 group: an offset of a topic no member subscribes to expires
+        ``offsets.retention.minutes`` after its commit, whatever the group's state (an offset with a
+        transactional one pending waits for the transaction); True if none remain."""
+        group_id = group.group_id
+        pending = self.pending_txn_offsets
+        subscribed = group.subscribed_topic_names(lambda regex: matching_topics(regex, self.topics))
+        all_expired = True
+        for topic, partitions in self.offsets.group_offsets(group_id).items():
+            if topic in subscribed:
+                all_expired = False
+                continue
+            for partition, value in partitions.items():
+                if value.is_expired(self.now_ms, value.commit_timestamp_ms, self.config.offsets_retention_ms) \
+                        and not pending.has_pending(group_id, topic, partition):
+                    records.append(self.offset_tombstone(group_id, topic, partition))
+                else:
+                    all_expired = False
+        return all_expired and not pending.has_group(group_id)
 
     @staticmethod
     def _retention_base(group: ClassicGroup) -> Callable[[OffsetAndMetadata], int] | None:

@@ -20,9 +20,6 @@ from typing import Any
 from ..protocol.errors import ErrorCode
 from .consumer_membership import GROUP_TYPE_CONSUMER, ConsumerMembership
 from .consumer_records import (
-    GROUP_METADATA,
-    PARTITION_METADATA,
-    TARGET_ASSIGNMENT_METADATA,
     ConsumerGroupKey,
     ConsumerMemberKey,
 )
@@ -149,8 +146,7 @@ class GroupShard(Membership, ConsumerMembership, OffsetOps):
                     continue
                 records.extend(self.offset_tombstone(group_id, topic, partition)
                                for topic, partition, _ in self.offsets.entries(group_id))
-                records.extend(CoordinatorRecord(ConsumerGroupKey(t, group_id), None)
-                               for t in (TARGET_ASSIGNMENT_METADATA, PARTITION_METADATA, GROUP_METADATA))
+                records.extend(self.consumer_group_tombstones(group_id))
                 del self.consumer_groups[group_id]
                 results.append({"group_id": group_id, "error_code": ErrorCode.NONE})
                 log.info("consumer group %s: deleted", group_id)

@@ -15,7 +15,13 @@ from collections.abc import Callable
 from ..protocol.errors import ErrorCode
 from .config import GroupConfig
 from .consumer_group import ConsumerGroup
-from .consumer_records import TopicMetadata
+from .consumer_records import (
+    GROUP_METADATA,
+    PARTITION_METADATA,
+    TARGET_ASSIGNMENT_METADATA,
+    ConsumerGroupKey,
+    TopicMetadata,
+)
 from .effects import AfterWrite, Body, Result, Timers, TxnWrite
 from .group import ClassicGroup, Member
 from .offsets import OffsetStore
@@ -137,6 +143,13 @@ class ShardState:
     @staticmethod
     def offset_tombstone(group_id: str, topic: str, partition: int) -> CoordinatorRecord:
         return CoordinatorRecord(OffsetCommitKey(group_id, topic, partition), None)
+
+    @staticmethod
+    def consumer_group_tombstones(group_id: str) -> list[CoordinatorRecord]:
+        """The records that end an empty KIP-848 consumer group (its members' records are gone
+        already): target assignment metadata, partition metadata, group epoch, as Kafka writes them."""
+        return [CoordinatorRecord(ConsumerGroupKey(record_type, group_id), None)
+                for record_type in (TARGET_ASSIGNMENT_METADATA, PARTITION_METADATA, GROUP_METADATA)]
 
     # Heartbeat timers (used by both membership and offset commits) -----------------------
 
