@@ -129,9 +129,9 @@ def produce_errors(secured: Secured, user: str, topic: str, **extra: object) -> 
     return errors
 
 
-def first_consumer_error(secured: Secured, user: str, topic: str, group: str) -> int:
+def first_consumer_error(secured: Secured, user: str, topic: str, group: str, **extra: object) -> int:
     """The first error a new consumer of ``topic`` in ``group`` reports (0: read a record)."""
-    consumer = Consumer(secured.conf(user, **{"group.id": group, "auto.offset.reset": "earliest"}))
+    consumer = Consumer(secured.conf(user, **{"group.id": group, "auto.offset.reset": "earliest", **extra}))
     consumer.subscribe([topic])
     try:
         deadline = time.monotonic() + TIMEOUT
@@ -243,6 +243,23 @@ def test_fetch_needs_read_on_the_topic_and_the_group(secured: Secured) -> None:
     assert first_consumer_error(secured, "alice", "f-orders", "f-alice") == 0
     assert first_consumer_error(secured, "bob", "f-orders", "f-bob") == KafkaError.TOPIC_AUTHORIZATION_FAILED
     assert first_consumer_error(secured, "carol", "f-orders", "f-carol") == KafkaError.GROUP_AUTHORIZATION_FAILED
+
+
+def test_kip848_consumers_need_read_on_the_group_and_describe_on_their_topics(secured: Secured) -> None:
+    """``group.protocol=consumer`` (issue #21): ConsumerGroupHeartbeat needs READ on the group and
+    DESCRIBE on every subscribed topic; fetching needs READ on the topic, as for classic groups."""
+    secured.create_topic("k-orders")
+    produce_errors(secured, "admin", "k-orders")
+    secured.grant(acl(ResourceType.TOPIC, "k-orders", "alice", AclOperation.READ),
+                  acl(ResourceType.GROUP, "k-", "alice", AclOperation.READ, pattern=PREFIXED),
+                  acl(ResourceType.GROUP, "k-bob", "bob", AclOperation.READ),
+                  acl(ResourceType.TOPIC, "k-orders", "carol", AclOperation.READ))
+    new_protocol = {"group.protocol": "consumer"}
+    assert first_consumer_error(secured, "alice", "k-orders", "k-alice", **new_protocol) == 0
+    assert first_consumer_error(secured, "bob", "k-orders", "k-bob", **new_protocol) \
+        == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert first_consumer_error(secured, "carol", "k-orders", "k-carol", **new_protocol) \
+        == KafkaError.GROUP_AUTHORIZATION_FAILED
 
 
 def test_metadata_lists_only_describable_topics_and_hides_existence(secured: Secured) -> None:
