@@ -1,6 +1,7 @@
 """Side-by-side benchmark of Riverlog and Apache Kafka: workloads W1–W8 of issue #8, W9–W11 and
 the OMB-style O16x1, O16x4, O100x1, O100x4 of issue #15, W12 (transactional producer) of
-issue #16, M1, M1E (MirrorMaker 2 between two clusters of each system) of issue #19, and SR1, SR1I,
+issue #16, M1, M1E (MirrorMaker 2 between two clusters of each system) of issue #19, G1 (consumer group
+rebalance, classic vs KIP-848) of issue #21, and SR1, SR1I,
 SR2 (the schema registry: REST API rates, the serializer round trip) of issue #20.
 
 Each workload runs against both systems with the same settings, alternating (R, K, R, K, ...)
@@ -13,6 +14,7 @@ The JSON keeps every run's values, the command line, the machine and the date.
     .venv/bin/python bench/run.py --workloads W12              # transactions, issue #16
     .venv/bin/python bench/run.py --workloads M1,M1E           # MirrorMaker 2, issue #19
     .venv/bin/python bench/run.py --workloads SR1,SR1I,SR2     # schema registry, issue #20
+    .venv/bin/python bench/run.py --workloads G1               # group rebalance time, issue #21
     .venv/bin/python bench/run.py --scale smoke --out /tmp/smoke.json --plot /tmp/smoke.png
     .venv/bin/python bench/run.py --set w3_bytes=500000000     # one size changed
 """

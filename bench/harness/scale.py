@@ -1,5 +1,5 @@
-"""Workload sizes: ``full`` is the benchmark of issues #8, #15, #16 (W12), #19 (M1, M1E) and #20
-(SR1, SR1I, SR2),
+"""Workload sizes: ``full`` is the benchmark of issues #8, #15, #16 (W12), #19 (M1, M1E), #20
+(SR1, SR1I, SR2) and #21 (G1),
 ``smoke`` a tiny run that only proves the harness works end to end (its numbers mean nothing)."""
 
 from __future__ import annotations
@@ -54,6 +54,10 @@ class Scale:
     sr_clients: int
     sr_serde_records: int
     sr_seed: int
+    # G1 (issue #21): g1_members consumers join a group on a topic of g1_partitions, one by one,
+    # with each group protocol.
+    g1_members: int
+    g1_partitions: int
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -79,6 +83,7 @@ FULL = Scale(
     # Each phase a few seconds at the rates measured on this machine (2026-11-28: a few hundred
     # writes/s, a few thousand reads/s; about 5,000 records/s round trip with JSON Schema).
     sr_subjects=2_000, sr_lookups=10_000, sr_clients=8, sr_serde_records=50_000, sr_seed=20,
+    g1_members=10, g1_partitions=30,
 )
 
 SMOKE = Scale(
@@ -99,6 +104,7 @@ SMOKE = Scale(
     omb_search_start_mb=1.0, omb_search_factor=2.0, omb_search_steps=2, omb_latency_limit_ms=1000.0,
     m1_records=2_000, m1_partitions=8, m1_tasks=2,
     sr_subjects=20, sr_lookups=50, sr_clients=4, sr_serde_records=200, sr_seed=20,
+    g1_members=2, g1_partitions=4,
 )
 
 SCALES = {"full": FULL, "smoke": SMOKE}

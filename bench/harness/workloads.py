@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness import clients, latency, mirror, omb, perftools, registry, resources, serde, systems, txn
+from harness import clients, latency, mirror, omb, perftools, rebalance, registry, resources, serde, systems, txn
 from harness import secure as secure_harness
 from harness.metrics import (
     AT_LEAST_KAFKA,
@@ -579,6 +579,43 @@ class SR2(Workload):
         return {**values, **_registry_values(own, False), **meter.values(None)}
 
 
+class G1(Workload):
+    """Consumer group rebalance time (issue #21, acceptance 5; ``harness/rebalance.py``):
+    ``g1_members`` consumers join one group one by one, with the classic protocol and with
+    KIP-848's consumer protocol; the time from each member's subscribe until the group has
+    settled again (every member owning partitions, none owned twice, all owned), and how many
+    partition-seconds nobody owned meanwhile (nobody consumed them)."""
+
+    def __init__(self) -> None:
+        metrics: list[Metric] = []
+        for protocol in rebalance.PROTOCOLS:
+            metrics += [
+                Metric(f"{protocol}_total_s", f"{protocol} protocol: all members joined", "s", False,
+                       panel="seconds until settled"),
+                Metric(f"{protocol}_mean_s", f"{protocol} protocol: one join, mean", "s", False,
+                       panel="seconds until settled"),
+                Metric(f"{protocol}_worst_s", f"{protocol} protocol: one join, worst", "s", False,
+                       panel="seconds until settled"),
+                Metric(f"{protocol}_unowned_partition_s", f"{protocol} protocol: partition-seconds unowned per join",
+                       "partition-s", False, panel="partition-seconds unowned per join"),
+            ]
+        super().__init__("G1", "consumer group rebalance: members join one by one, classic vs consumer "
+                         "protocol (KIP-848), 1 broker", [*metrics, *resource_metrics(per_gb=False)])
+
+    def run(self, system: str, workdir: Path, scale: Scale, state: Any) -> Values:
+        values: Values = {}
+        with systems.single_broker(system, workdir) as broker:
+            clients.create_topics(broker.bootstrap, {TOPIC: scale.g1_partitions})
+            with _meter(broker) as meter:
+                for protocol in rebalance.PROTOCOLS:
+                    times = rebalance.join_one_by_one(broker.bootstrap, TOPIC, scale.g1_partitions,
+                                                      scale.g1_members, protocol)
+                    values.update({f"{protocol}_total_s": times.total, f"{protocol}_mean_s": times.mean,
+                                   f"{protocol}_worst_s": times.worst,
+                                   f"{protocol}_unowned_partition_s": times.unowned_mean})
+        return {**values, **meter.values(None)}
+
+
 CATCH_UP = "consume catch-up, 1 KiB records, 1 broker"
 W3 = CatchUp("W3", f"{CATCH_UP}, 8 partitions", lambda s: (PARTITIONS, s.w3_bytes))
 W3S = CatchUp("W3S", f"{CATCH_UP}, 8 partitions, over SASL_SSL", lambda s: (PARTITIONS, s.w3_bytes), secure=True)
@@ -589,5 +626,5 @@ OMB = [Omb(16, 1), Omb(16, 4), Omb(100, 1), Omb(100, 4)]
 
 WORKLOADS: dict[str, Workload] = {
     w.key: w for w in (W1(), W1(secure=True), W2(), W3, W3S, W4(), W5(), W6(), W7(), W8(), W9, W10, W11(), W12(), *OMB,
-                       M1(), M1(exactly_once=True), SR1(), SR1(in_broker=True), SR2())
+                       M1(), M1(exactly_once=True), SR1(), SR1(in_broker=True), SR2(), G1())
 }
