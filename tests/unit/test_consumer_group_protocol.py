@@ -351,3 +351,37 @@ def test_offsets_of_unsubscribed_topics_expire_and_an_empty_consumer_group_goes_
     for record in h.written:
         loaded.replay(record)
     assert "g" not in loaded.consumer_groups and "g" not in loaded.groups
+
+
+def test_kip1251_a_commit_with_an_older_epoch_covers_partitions_held_since_then() -> None:
+    """Kafka 4.3 (KIP-1251): each partition of a member's assignment remembers the epoch it was
+    assigned at; a commit at the member's epoch is accepted, a newer one refused, an older one
+    accepted only for partitions the member has held since that epoch or before."""
+    h = harness(ORDERS)
+    a, b = Client(h, "a"), Client(h, "b")
+    a.heartbeat()
+    assert a.epoch == 1
+    settle(a, b)
+    group = h.shard.consumer_groups["g"]
+    member_a, member_b = group.members["a"], group.members["b"]
+    assert member_a.member_epoch == member_b.member_epoch == a.epoch == 2
+    kept = sorted(a.owned[ORDERS.topic_id])
+    given = sorted(b.owned[ORDERS.topic_id])
+    assert {member_a.assignment_epochs[(ORDERS.topic_id, p)] for p in kept} == {1}  # held since epoch 1
+    assert {member_b.assignment_epochs[(ORDERS.topic_id, p)] for p in given} == {2}
+
+    def commit(client: Client, epoch: int, partitions: list[int]) -> set[ErrorCode]:
+        token = h.commit({("orders", p): 1 for p in partitions}, generation=epoch, member_id=client.member_id)
+        return set(h.commit_errors(token).values())
+
+    assert commit(a, 2, kept) == {ErrorCode.NONE}
+    assert commit(a, 1, kept) == {ErrorCode.NONE}  # older, but held since epoch 1
+    assert commit(a, 1, [given[0]]) == {ErrorCode.STALE_MEMBER_EPOCH}  # moved to b since
+    assert commit(a, 3, kept) == {ErrorCode.STALE_MEMBER_EPOCH}  # newer than the member's
+    assert commit(b, 1, given) == {ErrorCode.STALE_MEMBER_EPOCH}  # b got them at epoch 2
+    assert commit(b, 2, given) == {ErrorCode.NONE}
+    # The epochs are in the records (Kafka's tagged AssignmentEpochs) and come back on loading.
+    loaded = GroupShard(0, h.config)
+    for record in h.written:
+        loaded.replay(record)
+    assert loaded.consumer_groups["g"].members["a"].assignment_epochs == member_a.assignment_epochs

@@ -37,6 +37,8 @@ RECORDS = [
     CoordinatorRecord(ConsumerMemberKey(7, "g", "m"), TargetMemberValue({T1: frozenset({0, 2})})),
     CoordinatorRecord(ConsumerMemberKey(8, "g", "m"), CurrentAssignmentValue(
         7, 6, 1, {T1: frozenset({0})}, {T2: frozenset({0})})),
+    CoordinatorRecord(ConsumerMemberKey(8, "g", "m"), CurrentAssignmentValue(
+        7, 6, 1, {T1: frozenset({0, 1})}, {T2: frozenset({0})}, {(T1, 0): 3, (T1, 1): 7, (T2, 0): 5})),
     CoordinatorRecord(ConsumerMemberKey(8, "g", "m"), None),
     CoordinatorRecord(ConsumerGroupKey(3, "g"), None),
 ]
@@ -68,3 +70,19 @@ def test_current_assignment_bytes() -> None:
     assert value == (b"\x00\x00" + b"\x00\x00\x00\x02" + b"\x00\x00\x00\x01" + b"\x00"
                      + b"\x02" + T1.bytes + b"\x03" + b"\x00\x00\x00\x00" + b"\x00\x00\x00\x01" + b"\x00"
                      + b"\x01" + b"\x00")
+
+
+def test_current_assignment_epochs_are_kafkas_tagged_field() -> None:
+    """KIP-1251 (Kafka 4.3): each TopicPartitions entry may carry AssignmentEpochs in tag 0, one
+    epoch per partition, in the partitions' order; without it (older records) none is known."""
+    value = CurrentAssignmentValue(2, 1, 0, {T1: frozenset({1, 0})}, {}, {(T1, 0): 1, (T1, 1): 2})
+    _, data = encode(CoordinatorRecord(ConsumerMemberKey(8, "g", "m"), value))
+    entry = (b"\x02" + T1.bytes + b"\x03" + b"\x00\x00\x00\x00" + b"\x00\x00\x00\x01"
+             + b"\x01" + b"\x00" + b"\x09" + b"\x03" + b"\x00\x00\x00\x01" + b"\x00\x00\x00\x02")
+    assert data == (b"\x00\x00" + b"\x00\x00\x00\x02" + b"\x00\x00\x00\x01" + b"\x00" + entry
+                    + b"\x01" + b"\x00")
+    # A partition without a known epoch: the whole entry goes without the tag.
+    partial = CurrentAssignmentValue(2, 1, 0, {T1: frozenset({1, 0})}, {}, {(T1, 0): 1})
+    key, data = encode(CoordinatorRecord(ConsumerMemberKey(8, "g", "m"), partial))
+    decoded = decode(key, data).value
+    assert isinstance(decoded, CurrentAssignmentValue) and decoded.assignment_epochs == {}

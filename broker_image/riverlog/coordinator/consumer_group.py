@@ -20,7 +20,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
-from .consumer_records import Assignment, TopicMetadata
+from .consumer_records import Assignment, AssignmentEpochs, TopicMetadata
 
 LEAVE_EPOCH = -1
 LEAVE_STATIC_EPOCH = -2  # a static member leaving that will be back (its assignment is kept)
@@ -60,6 +60,16 @@ class ConsumerMember:
     state: MemberState = MemberState.STABLE
     assigned: Assignment = field(default_factory=dict)
     pending_revocation: Assignment = field(default_factory=dict)
+    # KIP-1251: the member epoch at which each held partition was assigned to it (an offset
+    # commit with an older epoch is accepted for a partition held since that epoch or before).
+    assignment_epochs: AssignmentEpochs = field(default_factory=dict)
+
+    def holds_since(self, topic_id: uuid.UUID, partition: int) -> int | None:
+        """The epoch from which the member holds the partition (assigned or pending revocation),
+        or None if it does not hold it. A partition of a record without epochs: its member epoch."""
+        if partition in self.assigned.get(topic_id, ()) or partition in self.pending_revocation.get(topic_id, ()):
+            return self.assignment_epochs.get((topic_id, partition), self.member_epoch)
+        return None
 
     def same_subscription(self, other: ConsumerMember) -> bool:
         return (self.subscribed_topic_names == other.subscribed_topic_names
@@ -76,7 +86,8 @@ class ConsumerMember:
         """Everything a ConsumerGroupCurrentMemberAssignment record holds is equal."""
         return (self.member_epoch == other.member_epoch and self.previous_member_epoch == other.previous_member_epoch
                 and self.state == other.state and self.assigned == other.assigned
-                and self.pending_revocation == other.pending_revocation)
+                and self.pending_revocation == other.pending_revocation
+                and self.assignment_epochs == other.assignment_epochs)
 
 
 @dataclass
@@ -116,7 +127,8 @@ class ConsumerGroup:
         old = self.members.get(member.member_id)
         if old is not None:
             member = replace(member, member_epoch=old.member_epoch, previous_member_epoch=old.previous_member_epoch,
-                             state=old.state, assigned=old.assigned, pending_revocation=old.pending_revocation)
+                             state=old.state, assigned=old.assigned, pending_revocation=old.pending_revocation,
+                             assignment_epochs=old.assignment_epochs)
             if old.instance_id is not None and old.instance_id != member.instance_id:
                 self.static_members.pop(old.instance_id, None)
         self.members[member.member_id] = member
@@ -124,13 +136,16 @@ class ConsumerGroup:
             self.static_members[member.instance_id] = member.member_id
 
     def set_assignment_state(self, member_id: str, epoch: int, previous_epoch: int, state: MemberState,
-                             assigned: Assignment, pending: Assignment) -> None:
+                             assigned: Assignment, pending: Assignment,
+                             assignment_epochs: AssignmentEpochs | None = None) -> None:
         """Put a member's current assignment (a CurrentMemberAssignment record), moving the
         partition ownership it implies."""
         old = self.members.get(member_id) or ConsumerMember(member_id)
         self._release(old)
+        held = {(t, p) for part in (assigned, pending) for t, ps in part.items() for p in ps}
+        epochs = {tp: e for tp, e in (assignment_epochs or {}).items() if tp in held}
         new = replace(old, member_epoch=epoch, previous_member_epoch=previous_epoch, state=state,
-                      assigned=assigned, pending_revocation=pending)
+                      assigned=assigned, pending_revocation=pending, assignment_epochs=epochs)
         self.members[member_id] = new
         self._own(new)
 
@@ -194,8 +209,16 @@ def reconcile(member: ConsumerMember, target_epoch: int, target: Assignment,
 def _with_epoch(member: ConsumerMember, epoch: int, state: MemberState, assigned: Assignment,
                 pending: Assignment) -> ConsumerMember:
     previous = member.previous_member_epoch if epoch == member.member_epoch else member.member_epoch
+    # A partition the member already held keeps the epoch it was assigned at; one it gets now is
+    # assigned at the member's new epoch (KIP-1251).
+    epochs: AssignmentEpochs = {}
+    for held in (assigned, pending):
+        for topic_id, parts in held.items():
+            for p in parts:
+                since = member.holds_since(topic_id, p)
+                epochs[(topic_id, p)] = epoch if since is None else since
     return replace(member, member_epoch=epoch, previous_member_epoch=previous, state=state,
-                   assigned=assigned, pending_revocation=pending)
+                   assigned=assigned, pending_revocation=pending, assignment_epochs=epochs)
 
 
 def _next(member: ConsumerMember, epoch: int, target_epoch: int, target: Assignment,

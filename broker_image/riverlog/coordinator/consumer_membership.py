@@ -205,7 +205,7 @@ class ConsumerMembership(ShardState):
             if member.assigned or member.pending_revocation or member.member_epoch != 0:
                 self._apply([_current_assignment_record(group.group_id, replace(
                     member, member_epoch=0, previous_member_epoch=-1, state=MemberState.STABLE, assigned={},
-                    pending_revocation={}))])
+                    pending_revocation={}, assignment_epochs={}))])
             return group.members[member_id], False
         member = group.members.get(member_id)
         if member is None:
@@ -434,7 +434,7 @@ class ConsumerMembership(ShardState):
             assert isinstance(value, CurrentAssignmentValue)
             state = MemberState(value.state) if value.state in MemberState._value2member_map_ else MemberState.UNKNOWN
             group.set_assignment_state(key.member_id, value.member_epoch, value.previous_member_epoch, state,
-                                       value.assigned, value.pending_revocation)
+                                       value.assigned, value.pending_revocation, value.assignment_epochs)
 
     def on_loaded_consumer_groups(self) -> None:
         """Loaded members get a fresh session (they could not heartbeat while nobody led)."""
@@ -498,4 +498,4 @@ def _partition_metadata_record(group_id: str, metadata: Mapping[str, TopicMetada
 def _current_assignment_record(group_id: str, m: ConsumerMember) -> CoordinatorRecord:
     return CoordinatorRecord(ConsumerMemberKey(CURRENT_MEMBER_ASSIGNMENT, group_id, m.member_id),
                              CurrentAssignmentValue(m.member_epoch, m.previous_member_epoch, int(m.state),
-                                                    m.assigned, m.pending_revocation))
+                                                    m.assigned, m.pending_revocation, m.assignment_epochs))

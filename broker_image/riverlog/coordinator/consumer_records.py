@@ -38,6 +38,9 @@ CONSUMER_KEY_TYPES = frozenset(range(GROUP_METADATA, CURRENT_MEMBER_ASSIGNMENT +
 
 # Topic id -> partitions: how assignments are held everywhere in the coordinator.
 Assignment = dict[uuid.UUID, frozenset[int]]
+# KIP-1251 (Kafka 4.3): the member epoch at which each partition of a member's current
+# assignment (assigned or pending revocation) was assigned to it.
+AssignmentEpochs = dict[tuple[uuid.UUID, int], int]
 
 _GROUP_KEY = Struct([f("group_id", STRING)])
 _MEMBER_KEY = Struct([f("group_id", STRING), f("member_id", STRING)])
@@ -157,6 +160,7 @@ class CurrentAssignmentValue:
     state: int
     assigned: Assignment = field(default_factory=dict)
     pending_revocation: Assignment = field(default_factory=dict)
+    assignment_epochs: AssignmentEpochs = field(default_factory=dict)
 
 
 ConsumerKey = ConsumerGroupKey | ConsumerMemberKey
@@ -168,6 +172,28 @@ def _assignment_out(assignment: Assignment) -> list[dict[str, object]]:
     # Sorted so that equal assignments are equal bytes (tests and log dumps compare them).
     return [{"topic_id": tid, "partitions": sorted(parts)} for tid, parts in sorted(assignment.items())
             if parts]
+
+
+def _assigned_out(assignment: Assignment, epochs: AssignmentEpochs) -> list[dict[str, object]]:
+    """A current assignment with each partition's assignment epoch (a tagged field, left out
+    when an epoch is unknown, as in records written before Kafka 4.3)."""
+    out: list[dict[str, object]] = []
+    for topic_id, parts in sorted(assignment.items()):
+        if parts:
+            partitions = sorted(parts)
+            known = [epochs.get((topic_id, p)) for p in partitions]
+            out.append({"topic_id": topic_id, "partitions": partitions,
+                        "assignment_epochs": None if None in known else known})
+    return out
+
+
+def _assigned_epochs_in(entries: list[dict[str, Any]]) -> AssignmentEpochs:
+    epochs: AssignmentEpochs = {}
+    for e in entries:
+        if e.get("assignment_epochs") is not None and len(e["assignment_epochs"]) == len(e["partitions"]):
+            epochs.update(((e["topic_id"], p), epoch) for p, epoch in zip(e["partitions"], e["assignment_epochs"],
+                                                                          strict=True))
+    return epochs
 
 
 def _assignment_in(entries: list[dict[str, Any]]) -> Assignment:
@@ -220,8 +246,8 @@ def _value_struct_and_body(value: ConsumerValue) -> tuple[Struct, dict[str, obje
         return _TARGET_MEMBER_VALUE, {"topic_partitions": _assignment_out(value.partitions)}
     return _CURRENT_ASSIGNMENT_VALUE, {
         "member_epoch": value.member_epoch, "previous_member_epoch": value.previous_member_epoch,
-        "state": value.state, "assigned_partitions": _assignment_out(value.assigned),
-        "partitions_pending_revocation": _assignment_out(value.pending_revocation)}
+        "state": value.state, "assigned_partitions": _assigned_out(value.assigned, value.assignment_epochs),
+        "partitions_pending_revocation": _assigned_out(value.pending_revocation, value.assignment_epochs)}
 
 
 def encode_consumer_value(value: ConsumerValue) -> bytes:
@@ -269,4 +295,6 @@ def decode_consumer_value(record_type: int, data: bytes) -> ConsumerValue:
         return TargetMemberValue(_assignment_in(body["topic_partitions"]))
     return CurrentAssignmentValue(body["member_epoch"], body["previous_member_epoch"], body["state"],
                                   _assignment_in(body["assigned_partitions"]),
-                                  _assignment_in(body["partitions_pending_revocation"]))
+                                  _assignment_in(body["partitions_pending_revocation"]),
+                                  {**_assigned_epochs_in(body["assigned_partitions"]),
+                                   **_assigned_epochs_in(body["partitions_pending_revocation"])})

@@ -79,8 +79,9 @@ class OffsetOps(ShardState):
             return {"topics": [(topic, [(p.partition, error) for p in parts]) for topic, parts in req.topics]}
 
         if req.group_id in self.consumer_groups:
-            consumer_error = self.validate_consumer_commit(req.group_id, req.member_id, req.generation_id,
-                                                           req.version)
+            consumer_error = self.validate_consumer_commit(
+                req.group_id, req.member_id, req.generation_id, req.version,
+                [(topic, p.partition) for topic, parts in req.topics for p in parts])
             if consumer_error is not None:
                 self.reply(token, all_failed(consumer_error))
                 return
@@ -137,8 +138,9 @@ class OffsetOps(ShardState):
 
     # KIP-848 consumer groups (Kafka's ConsumerGroup.validateOffsetCommit / validateOffsetFetch).
 
-    def validate_consumer_commit(self, group_id: str, member_id: str, member_epoch: int, version: int, *,
-                                 transactional: bool = False, instance_id: str | None = None) -> ErrorCode | None:
+    def validate_consumer_commit(self, group_id: str, member_id: str, member_epoch: int, version: int,
+                                 partitions: Sequence[tuple[str, int]] = (), *, transactional: bool = False,
+                                 instance_id: str | None = None) -> ErrorCode | None:
         group = self.consumer_groups[group_id]
         if member_epoch < 0 and not group.members:
             return None  # an admin client or a consumer without group management
@@ -149,7 +151,18 @@ class OffsetOps(ShardState):
             return ErrorCode.UNKNOWN_MEMBER_ID
         if not transactional and version < MIN_VERSION_MEMBER_EPOCH:
             return ErrorCode.UNSUPPORTED_VERSION  # consumer-protocol members commit with v9+
-        return None if member_epoch == member.member_epoch else ErrorCode.STALE_MEMBER_EPOCH
+        if member_epoch == member.member_epoch:
+            return None
+        if member_epoch > member.member_epoch:
+            return ErrorCode.STALE_MEMBER_EPOCH
+        # KIP-1251 (Kafka 4.3): a member whose epoch moved on before it heard of it may still
+        # commit, with its older epoch, the partitions it has held since that epoch or before.
+        for topic, partition in partitions:
+            metadata = self.topics.get(topic)
+            since = None if metadata is None else member.holds_since(metadata.topic_id, partition)
+            if since is None or since > member_epoch:
+                return ErrorCode.STALE_MEMBER_EPOCH
+        return None
 
     def validate_consumer_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> ErrorCode | None:
         group = self.consumer_groups.get(group_id)
@@ -219,8 +232,10 @@ class OffsetOps(ShardState):
             return
         error: ErrorCode | None
         if req.group_id in self.consumer_groups:
-            error = self.validate_consumer_commit(req.group_id, req.member_id, req.generation_id, req.version,
-                                                  transactional=True, instance_id=req.group_instance_id)
+            error = self.validate_consumer_commit(
+                req.group_id, req.member_id, req.generation_id, req.version,
+                [(topic, p.partition) for topic, parts in req.topics for p in parts],
+                transactional=True, instance_id=req.group_instance_id)
         else:
             group = self.groups.get(req.group_id)
             if group is None:
