@@ -122,6 +122,13 @@ DEFAULTS: dict[str, str] = {
     "group.consumer.max.heartbeat.interval.ms": "15000",
     "group.consumer.max.size": "2147483647",
     "group.consumer.assignors": "uniform,range",
+    # KIP-932 share groups: Kafka's names and defaults.
+    "group.share.session.timeout.ms": "45000",
+    "group.share.heartbeat.interval.ms": "5000",
+    "group.share.max.size": "200",
+    "group.share.record.lock.duration.ms": "30000",
+    "group.share.delivery.count.limit": "5",
+    "group.share.partition.max.record.locks": "2000",
     "offset.metadata.max.bytes": "4096",
     "offsets.retention.minutes": "10080",
     "offsets.retention.check.interval.ms": "600000",
@@ -421,6 +428,11 @@ class BrokerConfig:
                     "group.consumer.min.heartbeat.interval.ms", "group.consumer.max.heartbeat.interval.ms",
                     "group.consumer.max.size"):
             self.get_int(key)
+        for key in ("group.share.session.timeout.ms", "group.share.heartbeat.interval.ms", "group.share.max.size",
+                    "group.share.record.lock.duration.ms", "group.share.delivery.count.limit",
+                    "group.share.partition.max.record.locks"):
+            if self.get_int(key) < 1:
+                raise ConfigError(f"{key} must be at least 1, got {self.get(key)}")
         for key in ("transaction.state.log.num.partitions", "transaction.state.log.replication.factor",
                     "transaction.state.log.min.isr", "transaction.state.log.segment.bytes",
                     "transaction.state.log.load.buffer.size", "transaction.max.timeout.ms",
