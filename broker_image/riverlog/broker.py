@@ -52,6 +52,8 @@ from .security.sasl.scram import ScramCredential
 from .server.dispatch import Dispatcher
 from .server.lifecycle import run_until_signalled
 from .server.socket_server import SocketServer
+from .share.manager import SharePartitionManager, share_settings
+from .share.sessions import ShareSessionCache
 from .transactions.config import TxnConfig
 from .transactions.runtime import TransactionCoordinator
 
@@ -104,6 +106,9 @@ class Broker:
                                        on_partitions_offline=self._partitions_went_offline)
         self.fetch_sessions = FetchSessionCache(config.get_int("max.incremental.fetch.session.cache.slots"),
                                                 config.get_int("min.incremental.fetch.session.eviction.ms"))
+        # KIP-932 share groups: the leader's side (share sessions, in-flight record states).
+        self.share_sessions = ShareSessionCache()
+        self.share_partitions = SharePartitionManager(share_settings(config))
         self.metrics = Metrics()
         self.metrics.track_partitions(self.replicas.stats)
         # ACLs (authorizer.class.name): handlers ask it before acting.

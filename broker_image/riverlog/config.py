@@ -127,6 +127,8 @@ DEFAULTS: dict[str, str] = {
     "group.share.heartbeat.interval.ms": "5000",
     "group.share.max.size": "200",
     "group.share.record.lock.duration.ms": "30000",
+    "group.share.min.record.lock.duration.ms": "15000",
+    "group.share.max.record.lock.duration.ms": "60000",
     "group.share.delivery.count.limit": "5",
     "group.share.partition.max.record.locks": "2000",
     "offset.metadata.max.bytes": "4096",
@@ -430,9 +432,15 @@ class BrokerConfig:
             self.get_int(key)
         for key in ("group.share.session.timeout.ms", "group.share.heartbeat.interval.ms", "group.share.max.size",
                     "group.share.record.lock.duration.ms", "group.share.delivery.count.limit",
-                    "group.share.partition.max.record.locks"):
+                    "group.share.partition.max.record.locks", "group.share.min.record.lock.duration.ms",
+                    "group.share.max.record.lock.duration.ms"):
             if self.get_int(key) < 1:
                 raise ConfigError(f"{key} must be at least 1, got {self.get(key)}")
+        lock = self.get_int("group.share.record.lock.duration.ms")
+        if not self.get_int("group.share.min.record.lock.duration.ms") <= lock <= \
+                self.get_int("group.share.max.record.lock.duration.ms"):
+            raise ConfigError("group.share.record.lock.duration.ms must be between "
+                              "group.share.min.record.lock.duration.ms and group.share.max.record.lock.duration.ms")
         for key in ("transaction.state.log.num.partitions", "transaction.state.log.replication.factor",
                     "transaction.state.log.min.isr", "transaction.state.log.segment.bytes",
                     "transaction.state.log.load.buffer.size", "transaction.max.timeout.ms",

@@ -248,3 +248,17 @@ def test_from_state_round_trips_state_batches() -> None:
     again = SharePartition.from_state(part.start_offset, part.state_batches(), SETTINGS)
     assert again.state_batches() == part.state_batches()
     assert (again.start_offset, again.end_offset) == (part.start_offset, part.end_offset)
+
+
+def test_next_acquirable_offset_and_the_fetchable_end_bounding_released_records() -> None:
+    part = fresh()
+    assert part.next_acquirable_offset(0) is None
+    assert part.next_acquirable_offset(3) == 0
+    part.acquire("a", 0, 4, 100)
+    assert part.next_acquirable_offset(4) is None
+    assert part.next_acquirable_offset(6) == 4
+    part.acknowledge("a", [ack(2, 3, RELEASE)], 1)
+    assert part.next_acquirable_offset(6) == 2
+    # Only what the leader could read (below the given end) is handed out.
+    assert part.acquire("b", 1, 3, 100) == [AcquiredRange(2, 2, 2)]
+    assert part.next_acquirable_offset(6) == 3

@@ -47,6 +47,7 @@ from .reassignments import handle_alter_partition_reassignments, handle_list_par
 from .records_admin import handle_delete_records, handle_offset_for_leader_epoch
 from .sasl import handle_sasl_authenticate, handle_sasl_handshake
 from .scram import handle_alter_user_scram_credentials, handle_describe_user_scram_credentials
+from .share_fetch import handle_share_acknowledge, handle_share_fetch
 from .share_groups import handle_share_group_describe, handle_share_group_heartbeat
 from .topics import handle_create_partitions, handle_create_topics, handle_delete_topics
 from .transactions import (
@@ -104,6 +105,8 @@ HANDLERS: dict[ApiKey, BrokerHandler] = {
     ApiKey.CONSUMER_GROUP_DESCRIBE: handle_consumer_group_describe,
     ApiKey.SHARE_GROUP_HEARTBEAT: handle_share_group_heartbeat,  # KIP-932 share groups
     ApiKey.SHARE_GROUP_DESCRIBE: handle_share_group_describe,
+    ApiKey.SHARE_FETCH: handle_share_fetch,  # at the partition leader (share/)
+    ApiKey.SHARE_ACKNOWLEDGE: handle_share_acknowledge,
     ApiKey.DELETE_GROUPS: handle_delete_groups,
     ApiKey.OFFSET_COMMIT: handle_offset_commit,
     ApiKey.OFFSET_FETCH: handle_offset_fetch,

@@ -178,7 +178,7 @@ class SharePartition:
         first), then offsets never handed out, below ``fetchable_end`` (the high watermark, or
         the last stable offset under read_committed) and within the in-flight window."""
         acquired: list[int] = []
-        for offset in range(self.start_offset, self.end_offset):
+        for offset in range(self.start_offset, min(self.end_offset, fetchable_end)):
             if len(acquired) >= max_records:
                 break
             if self.in_flight[offset].state is RecordState.AVAILABLE:
@@ -196,6 +196,14 @@ class SharePartition:
             rec.member_id = member_id
             rec.lock_deadline_ms = deadline
         return _ranges(acquired, self.in_flight)
+
+    def next_acquirable_offset(self, fetchable_end: int) -> int | None:
+        """The lowest offset :meth:`acquire` would hand out (where the leader starts reading)."""
+        for offset in range(self.start_offset, min(self.end_offset, fetchable_end)):
+            if self.in_flight[offset].state is RecordState.AVAILABLE:
+                return offset
+        window_end = self.start_offset + self.settings.max_record_locks
+        return self.end_offset if self.end_offset < min(fetchable_end, window_end) else None
 
     def has_acquirable(self, fetchable_end: int) -> bool:
         """Whether :meth:`acquire` would hand out anything (for a fetch waiting for records)."""

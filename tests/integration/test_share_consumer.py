@@ -1,0 +1,156 @@
+"""Share groups (KIP-932) with Java's KafkaShareConsumer (issue #21, acceptance 3 in part): four
+consumers on a 2-partition topic all receive records, each exactly once when accepted; RELEASE
+redelivers with a higher delivery count and REJECT archives; a record released at the delivery
+count limit (5) is archived; a consumer killed with -9 while it holds records has them delivered
+to another member once their lock (5 s here) expires.
+
+The share groups start at the log end (``share.auto.offset.reset`` latest), so each scenario
+first produces warm-up records until the consumers see one from every partition: from then on
+the share-partitions exist and every record produced is delivered.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+from support.brokers import BrokerProcess
+from support.java_programs import JavaPrograms, JavaSession
+
+pytestmark = pytest.mark.integration
+
+LOCK_MS = 5000
+SETTINGS = {
+    "group.share.record.lock.duration.ms": LOCK_MS,
+    "group.share.min.record.lock.duration.ms": 1000,
+}
+WAIT_S = 90.0
+POLL_MS = 500
+
+
+@pytest.fixture(scope="module")
+def java_programs(kafka_libs: Path) -> JavaPrograms:
+    programs = JavaPrograms(kafka_libs)
+    programs.classes()
+    return programs
+
+
+@pytest.fixture
+def share_broker(broker_factory: Callable[..., BrokerProcess]) -> BrokerProcess:
+    return broker_factory(overrides=SETTINGS)
+
+
+@pytest.fixture
+def session(java_programs: JavaPrograms, share_broker: BrokerProcess, tmp_path: Path) -> Iterator[JavaSession]:
+    with java_programs.session("ShareClient", [share_broker.bootstrap], log_path=tmp_path / "share-client.log") as s:
+        yield s
+
+
+def create_topic(broker: BrokerProcess, name: str, partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for fut in admin.create_topics([NewTopic(name, partitions, 1)]).values():
+        fut.result(15)
+
+
+def poll(s: JavaSession, name: str, default: str = "accept", **rules: str) -> list[dict[str, Any]]:
+    words = [f"{value}={ack}" for value, ack in rules.items()]
+    answer = s.call("poll", name, POLL_MS, default, *words)
+    assert answer["failed"] == [], answer
+    records: list[dict[str, Any]] = answer["records"]
+    return records
+
+
+def warm_up(s: JavaSession, consumers: Sequence[str], topic: str, partitions: int) -> None:
+    """Produce and poll until a warm-up record of every partition was delivered (the share-
+    partitions then exist and start before everything produced later)."""
+    seen: set[int] = set()
+    deadline = time.monotonic() + WAIT_S
+    round_ = 0
+    while seen != set(range(partitions)):
+        assert time.monotonic() < deadline, f"warm-up records seen only from partitions {seen}"
+        for p in range(partitions):
+            s.call("produce", topic, p, f"warm-{round_}-{p}")
+        for name in consumers:
+            seen.update(r["partition"] for r in poll(s, name))
+        round_ += 1
+
+
+def test_four_consumers_on_two_partitions_all_receive_records(session: JavaSession,
+                                                              share_broker: BrokerProcess) -> None:
+    create_topic(share_broker, "jobs", 2)
+    names = ["c0", "c1", "c2", "c3"]
+    for name in names:
+        session.call("consumer", name, "workers", "jobs")
+    warm_up(session, names, "jobs", 2)
+    received: dict[str, list[str]] = {name: [] for name in names}
+    expected: set[str] = set()
+    for round_ in range(8):
+        for p in range(2):
+            values = [f"job-{round_}-{p}-{i}" for i in range(10)]
+            session.call("produce", "jobs", p, *values)
+            expected.update(values)
+        # Each round another consumer polls first, so each gets to acquire records.
+        for name in names[round_ % 4:] + names[:round_ % 4]:
+            received[name] += [r["value"] for r in poll(session, name) if r["value"].startswith("job-")]
+    deadline = time.monotonic() + WAIT_S
+    while {v for vs in received.values() for v in vs} != expected:
+        assert time.monotonic() < deadline, "not every record was delivered"
+        for name in names:
+            received[name] += [r["value"] for r in poll(session, name) if r["value"].startswith("job-")]
+    every = [v for vs in received.values() for v in vs]
+    assert sorted(every) == sorted(expected), "an accepted record was delivered twice"
+    assert all(received[name] for name in names), {n: len(v) for n, v in received.items()}
+
+
+def test_release_redelivers_reject_archives_and_the_delivery_limit_archives(session: JavaSession,
+                                                                            share_broker: BrokerProcess) -> None:
+    create_topic(share_broker, "tasks", 1)
+    session.call("consumer", "solo", "ackers", "tasks")
+    warm_up(session, ["solo"], "tasks", 1)
+    session.call("produce", "tasks", 0, "keep", "drop", "again")
+    deliveries: dict[str, list[int]] = {"keep": [], "drop": [], "again": []}
+    deadline = time.monotonic() + WAIT_S
+    # "again" is released every time: delivered 5 times (the limit), then archived.
+    while len(deliveries["again"]) < 5:
+        assert time.monotonic() < deadline, deliveries
+        for r in poll(session, "solo", drop="reject", again="release"):
+            deliveries[r["value"]].append(r["delivery_count"])
+    assert deliveries == {"keep": [1], "drop": [1], "again": [1, 2, 3, 4, 5]}
+    # A record produced after it comes next; the archived ones are never delivered again (they
+    # would come first: records are acquired in offset order).
+    session.call("produce", "tasks", 0, "later")
+    later: list[dict[str, Any]] = []
+    while not any(r["value"] == "later" for r in later):
+        assert time.monotonic() < deadline, later
+        later += poll(session, "solo")
+    assert [(r["value"], r["delivery_count"]) for r in later] == [("later", 1)]
+
+
+def test_records_of_a_consumer_killed_mid_batch_are_redelivered_after_the_lock(
+        java_programs: JavaPrograms, session: JavaSession, share_broker: BrokerProcess, tmp_path: Path) -> None:
+    create_topic(share_broker, "orders", 1)
+    session.call("consumer", "survivor", "processors", "orders")
+    with java_programs.session("ShareClient", [share_broker.bootstrap],
+                               log_path=tmp_path / "victim.log") as victim:
+        victim.call("consumer", "victim", "processors", "orders")
+        # Warm up with the victim alone: it then holds nothing and the partition exists.
+        warm_up(victim, ["victim"], "orders", 1)
+        values = [f"order-{i}" for i in range(5)]
+        session.call("produce", "orders", 0, *values)
+        held: list[dict[str, Any]] = []
+        deadline = time.monotonic() + WAIT_S
+        while not held:
+            assert time.monotonic() < deadline, "the victim received nothing"
+            held = victim.call("hold", "victim", POLL_MS)["records"]
+        assert [(r["value"], r["delivery_count"]) for r in held] == [(v, 1) for v in values]
+        victim.kill()  # SIGKILL: no acknowledgement, no leave, no session close
+    redelivered: dict[str, int] = {}
+    while set(redelivered) != set(values):
+        assert time.monotonic() < deadline, redelivered
+        for r in poll(session, "survivor"):
+            redelivered[r["value"]] = r["delivery_count"]
+    assert redelivered == {v: 2 for v in values}
