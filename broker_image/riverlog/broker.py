@@ -52,6 +52,7 @@ from .security.sasl.scram import ScramCredential
 from .server.dispatch import Dispatcher
 from .server.lifecycle import run_until_signalled
 from .server.socket_server import SocketServer
+from .share.coordinator import ShareCoordinator, ShareCoordinatorConfig
 from .share.manager import SharePartitionManager, share_settings
 from .share.sessions import ShareSessionCache
 from .transactions.config import TxnConfig
@@ -124,6 +125,8 @@ class Broker:
         self.transactions = TransactionCoordinator(TxnConfig.from_broker(config), self.node_id, self.replicas,
                                                    self.controller, config.inter_broker_listener(),
                                                    local_markers=lambda body: write_txn_markers(self, body))
+        self.share_coordinator = ShareCoordinator(ShareCoordinatorConfig.from_broker(config), self.node_id,
+                                                  self.replicas, self.controller)
         self.coordinator.on_load_time = self.metrics.coordinator_load_seconds.labels("group").observe
         self.transactions.on_load_time = self.metrics.coordinator_load_seconds.labels("transaction").observe
         self.transactions.on_completed = (
@@ -189,6 +192,7 @@ class Broker:
         # After the replica manager: the coordinator loads the offsets partitions it now leads.
         self._unsubscribe.append(self.controller.subscribe(lambda old, new: self.coordinator.on_image(new)))
         self._unsubscribe.append(self.controller.subscribe(lambda old, new: self.transactions.on_image(new)))
+        self._unsubscribe.append(self.controller.subscribe(lambda old, new: self.share_coordinator.on_image(new)))
         self.client_quotas.update(self.controller.image.client_quotas)
         self._unsubscribe.append(self.controller.subscribe(self._quotas_changed))
         if self.controller.image is not loaded:
@@ -196,6 +200,7 @@ class Broker:
             self.replicas.on_image(loaded, self.controller.image, now_ms())
         self.coordinator.on_image(self.controller.image)
         self.transactions.on_image(self.controller.image)
+        self.share_coordinator.on_image(self.controller.image)
         self.transactions.start()
         await self.health.start()
         endpoints = [Endpoint(lst.name, lst.host, lst.port) for lst in self.config.advertised_listeners()]
@@ -282,6 +287,7 @@ class Broker:
         # clients of those groups then look for their coordinator again and get an error).
         self.coordinator.on_image(self.controller.image)
         self.transactions.on_image(self.controller.image)
+        self.share_coordinator.on_image(self.controller.image)
 
     def flush_if_needed(self, partition: Partition) -> None:
         if partition.log.needs_flush:
@@ -324,6 +330,7 @@ class Broker:
         self.sockets.close()
         await self._bounded("stopping the group coordinator", self.coordinator.stop())
         await self._bounded("stopping the transaction coordinator", self.transactions.stop())
+        await self._bounded("stopping the share coordinator", self.share_coordinator.stop())
         for unsubscribe in self._unsubscribe:
             unsubscribe()
         await self._bounded("stopping the log cleaner", self.log_cleaner.stop())  # before the logs close
@@ -361,6 +368,7 @@ class Broker:
         await self.replicas.fetchers.stop()
         await self.coordinator.stop()
         await self.transactions.stop()
+        await self.share_coordinator.stop()
         await self.log_cleaner.stop()
         self._flushes_closed = True
         self._flushes.shutdown(wait=False)

@@ -131,6 +131,12 @@ DEFAULTS: dict[str, str] = {
     "group.share.max.record.lock.duration.ms": "60000",
     "group.share.delivery.count.limit": "5",
     "group.share.partition.max.record.locks": "2000",
+    # The share coordinator's __share_group_state topic (Kafka's names and defaults).
+    "share.coordinator.state.topic.num.partitions": "50",
+    "share.coordinator.state.topic.replication.factor": "3",
+    "share.coordinator.state.topic.min.isr": "2",
+    "share.coordinator.state.topic.segment.bytes": "104857600",
+    "share.coordinator.write.timeout.ms": "5000",
     "offset.metadata.max.bytes": "4096",
     "offsets.retention.minutes": "10080",
     "offsets.retention.check.interval.ms": "600000",
@@ -433,7 +439,9 @@ class BrokerConfig:
         for key in ("group.share.session.timeout.ms", "group.share.heartbeat.interval.ms", "group.share.max.size",
                     "group.share.record.lock.duration.ms", "group.share.delivery.count.limit",
                     "group.share.partition.max.record.locks", "group.share.min.record.lock.duration.ms",
-                    "group.share.max.record.lock.duration.ms"):
+                    "group.share.max.record.lock.duration.ms", "share.coordinator.state.topic.num.partitions",
+                    "share.coordinator.state.topic.replication.factor", "share.coordinator.state.topic.min.isr",
+                    "share.coordinator.state.topic.segment.bytes", "share.coordinator.write.timeout.ms"):
             if self.get_int(key) < 1:
                 raise ConfigError(f"{key} must be at least 1, got {self.get(key)}")
         lock = self.get_int("group.share.record.lock.duration.ms")

@@ -49,6 +49,13 @@ from .sasl import handle_sasl_authenticate, handle_sasl_handshake
 from .scram import handle_alter_user_scram_credentials, handle_describe_user_scram_credentials
 from .share_fetch import handle_share_acknowledge, handle_share_fetch
 from .share_groups import handle_share_group_describe, handle_share_group_heartbeat
+from .share_state import (
+    handle_delete_share_group_state,
+    handle_initialize_share_group_state,
+    handle_read_share_group_state,
+    handle_read_share_group_state_summary,
+    handle_write_share_group_state,
+)
 from .topics import handle_create_partitions, handle_create_topics, handle_delete_topics
 from .transactions import (
     handle_add_offsets_to_txn,
@@ -107,6 +114,12 @@ HANDLERS: dict[ApiKey, BrokerHandler] = {
     ApiKey.SHARE_GROUP_DESCRIBE: handle_share_group_describe,
     ApiKey.SHARE_FETCH: handle_share_fetch,  # at the partition leader (share/)
     ApiKey.SHARE_ACKNOWLEDGE: handle_share_acknowledge,
+    # The share coordinator's RPCs (share/coordinator.py), from partition leaders.
+    ApiKey.INITIALIZE_SHARE_GROUP_STATE: handle_initialize_share_group_state,
+    ApiKey.READ_SHARE_GROUP_STATE: handle_read_share_group_state,
+    ApiKey.WRITE_SHARE_GROUP_STATE: handle_write_share_group_state,
+    ApiKey.DELETE_SHARE_GROUP_STATE: handle_delete_share_group_state,
+    ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: handle_read_share_group_state_summary,
     ApiKey.DELETE_GROUPS: handle_delete_groups,
     ApiKey.OFFSET_COMMIT: handle_offset_commit,
     ApiKey.OFFSET_FETCH: handle_offset_fetch,

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
 KEY_TYPE_GROUP = 0
 KEY_TYPE_TRANSACTION = 1
+KEY_TYPE_SHARE = 2
 # What Kafka's Errors.message() says for the codes FindCoordinator v1-3 can return.
 _MESSAGES = {
     ErrorCode.NONE: "NONE",
@@ -56,8 +57,14 @@ async def _find(broker: BrokerHost, ctx: RequestContext, key_type: int, key: str
         # The leader of the id's __transaction_state partition (the topic is made on first need).
         await broker.transactions.ensure_topic()
         node_id = broker.transactions.coordinator_of(key)
+    elif key_type == KEY_TYPE_SHARE:
+        # A share-partition's share coordinator ("group:topic id:partition"): inter-broker.
+        if not on_cluster(broker, ctx, Operation.CLUSTER_ACTION):
+            return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, -1, "", -1
+        await broker.share_coordinator.ensure_topic()
+        node_id = broker.share_coordinator.coordinator_of(key)
     elif key_type != KEY_TYPE_GROUP:
-        return ErrorCode.INVALID_REQUEST, -1, "", -1  # share groups are not supported
+        return ErrorCode.INVALID_REQUEST, -1, "", -1
     else:
         await broker.coordinator.ensure_offsets_topic()
         node_id = broker.coordinator.coordinator_of(key)
