@@ -48,12 +48,14 @@ from .quotas.manager import ClientQuotaManager
 from .quotas.rate import WindowConfig
 from .schema_registry.embedded import EmbeddedRegistry
 from .security.access import AccessControl
+from .security.client_config import inter_broker_security
 from .security.sasl.scram import ScramCredential
 from .server.dispatch import Dispatcher
 from .server.lifecycle import run_until_signalled
 from .server.socket_server import SocketServer
 from .share.coordinator import ShareCoordinator, ShareCoordinatorConfig
 from .share.manager import SharePartitionManager, share_settings
+from .share.persister import SharePersister
 from .share.sessions import ShareSessionCache
 from .transactions.config import TxnConfig
 from .transactions.runtime import TransactionCoordinator
@@ -109,7 +111,6 @@ class Broker:
                                                 config.get_int("min.incremental.fetch.session.eviction.ms"))
         # KIP-932 share groups: the leader's side (share sessions, in-flight record states).
         self.share_sessions = ShareSessionCache()
-        self.share_partitions = SharePartitionManager(share_settings(config))
         self.metrics = Metrics()
         self.metrics.track_partitions(self.replicas.stats)
         # ACLs (authorizer.class.name): handlers ask it before acting.
@@ -125,8 +126,12 @@ class Broker:
         self.transactions = TransactionCoordinator(TxnConfig.from_broker(config), self.node_id, self.replicas,
                                                    self.controller, config.inter_broker_listener(),
                                                    local_markers=lambda body: write_txn_markers(self, body))
-        self.share_coordinator = ShareCoordinator(ShareCoordinatorConfig.from_broker(config), self.node_id,
-                                                  self.replicas, self.controller)
+        share_config = ShareCoordinatorConfig.from_broker(config)
+        self.share_coordinator = ShareCoordinator(share_config, self.node_id, self.replicas, self.controller)
+        self.share_persister = SharePersister(self.node_id, self.share_coordinator, lambda: self.controller.image,
+                                              config.inter_broker_listener(), inter_broker_security(config),
+                                              share_config.write_timeout_ms / 1000)
+        self.share_partitions = SharePartitionManager(share_settings(config), persister=self.share_persister)
         self.coordinator.on_load_time = self.metrics.coordinator_load_seconds.labels("group").observe
         self.transactions.on_load_time = self.metrics.coordinator_load_seconds.labels("transaction").observe
         self.transactions.on_completed = (
@@ -331,6 +336,7 @@ class Broker:
         await self._bounded("stopping the group coordinator", self.coordinator.stop())
         await self._bounded("stopping the transaction coordinator", self.transactions.stop())
         await self._bounded("stopping the share coordinator", self.share_coordinator.stop())
+        await self._bounded("closing the share persister's connections", self.share_persister.stop())
         for unsubscribe in self._unsubscribe:
             unsubscribe()
         await self._bounded("stopping the log cleaner", self.log_cleaner.stop())  # before the logs close
@@ -369,6 +375,7 @@ class Broker:
         await self.coordinator.stop()
         await self.transactions.stop()
         await self.share_coordinator.stop()
+        await self.share_persister.stop()
         await self.log_cleaner.stop()
         self._flushes_closed = True
         self._flushes.shutdown(wait=False)

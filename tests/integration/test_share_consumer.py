@@ -154,3 +154,39 @@ def test_records_of_a_consumer_killed_mid_batch_are_redelivered_after_the_lock(
         for r in poll(session, "survivor"):
             redelivered[r["value"]] = r["delivery_count"]
     assert redelivered == {v: 2 for v in values}
+
+
+def test_acknowledgements_survive_a_broker_killed_with_minus_9(
+        java_programs: JavaPrograms, share_broker: BrokerProcess, tmp_path: Path) -> None:
+    """The share-partition's state is durable: after kill -9 and a restart, accepted records are
+    not delivered again and released ones are (their delivery count kept)."""
+    create_topic(share_broker, "ledger", 1)
+    values = [f"entry-{i}" for i in range(10)]
+    accepted, released = values[:5], values[5:]
+    with java_programs.session("ShareClient", [share_broker.bootstrap], log_path=tmp_path / "before.log") as before:
+        before.call("consumer", "first", "bookkeepers", "ledger")
+        warm_up(before, ["first"], "ledger", 1)
+        before.call("produce", "ledger", 0, *values)
+        seen: set[str] = set()
+        deadline = time.monotonic() + WAIT_S
+        while seen != set(values):
+            assert time.monotonic() < deadline, seen
+            # Accept the first five; release the others (they stay available, delivered once).
+            seen.update(r["value"] for r in poll(before, "first", "release", **dict.fromkeys(accepted, "accept"))
+                        if r["value"] in values)
+        before.call("close", "first")
+    share_broker.restart(hard=True)
+    with java_programs.session("ShareClient", [share_broker.bootstrap], log_path=tmp_path / "after.log") as after:
+        after.call("consumer", "second", "bookkeepers", "ledger")
+        delivered: list[dict[str, Any]] = []
+        deadline = time.monotonic() + WAIT_S
+        while not {r["value"] for r in delivered} >= set(released):
+            assert time.monotonic() < deadline, delivered
+            delivered += poll(after, "second")
+        after.call("produce", "ledger", 0, "closing-entry")
+        while not any(r["value"] == "closing-entry" for r in delivered):
+            assert time.monotonic() < deadline, delivered
+            delivered += poll(after, "second")
+    assert not [r for r in delivered if r["value"] in accepted], "an accepted record was delivered again"
+    assert sorted(r["value"] for r in delivered if r["value"] in values) == released
+    assert all(r["delivery_count"] >= 2 for r in delivered if r["value"] in released), delivered

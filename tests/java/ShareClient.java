@@ -39,7 +39,7 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *                                             and the partitions whose acknowledgement failed
  * hold NAME TIMEOUT_MS                        poll once and acknowledge nothing (the process is
  *                                             then killed while it holds the records)
- * produce TOPIC PARTITION VALUE ...           send values to a partition and wait for the acks
+ * produce TOPIC PARTITION VALUE ...           send values to a partition (one batch) and wait for the acks
  * close NAME
  * </pre>
  */
@@ -148,7 +148,9 @@ public final class ShareClient {
                     props.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
                     props.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
                     props.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
-                    props.put(ProducerConfig.LINGER_MS_CONFIG, "0");
+                    // The values of one command go as one batch: appended together, a waiting
+                    // share fetch sees them all at once.
+                    props.put(ProducerConfig.LINGER_MS_CONFIG, "100");
                     producer = new KafkaProducer<>(props);
                 }
                 int partition = Integer.parseInt(w[2]);

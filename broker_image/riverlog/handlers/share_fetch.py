@@ -86,12 +86,15 @@ def _resolve(broker: BrokerHost, topic_id: uuid.UUID, index: int) -> tuple[Parti
     return p, ErrorCode.NONE
 
 
-def _acknowledge(broker: BrokerHost, group_id: str, member_id: str, topic_id: uuid.UUID, index: int,
-                 batches: list[AcknowledgementBatch], now: int) -> ErrorCode:
+async def _acknowledge(broker: BrokerHost, group_id: str, member_id: str, topic_id: uuid.UUID, index: int,
+                       batches: list[AcknowledgementBatch], now: int) -> ErrorCode:
+    """Apply a member's acknowledgements and write the share-partition's state durably: an
+    accepted record must not be delivered again after a leader change."""
     p, code = _resolve(broker, topic_id, index)
     if p is None:
         return code
-    part = broker.share_partitions.get((group_id, topic_id, index))
+    key = (group_id, topic_id, index)
+    part = broker.share_partitions.get(key, p.leader_epoch)
     if part is None:
         return ErrorCode.INVALID_RECORD_STATE
     part.expire_locks(now)
@@ -101,7 +104,7 @@ def _acknowledge(broker: BrokerHost, group_id: str, member_id: str, topic_id: uu
         return ErrorCode.INVALID_RECORD_STATE
     except InvalidAcknowledgement:
         return ErrorCode.INVALID_REQUEST
-    return ErrorCode.NONE
+    return await broker.share_partitions.persist(key)
 
 
 def _denied_topics(broker: BrokerHost, ctx: RequestContext, topic_ids: set[uuid.UUID]) -> set[uuid.UUID]:
@@ -163,7 +166,7 @@ async def handle_share_fetch(broker: BrokerHost, ctx: RequestContext, req: Body)
     for key, batches in acks.items():
         topic_id = key[0]
         code = ErrorCode.TOPIC_AUTHORIZATION_FAILED if topic_id in denied else \
-            _acknowledge(broker, group_id, member_id, topic_id, key[1], batches, now)
+            await _acknowledge(broker, group_id, member_id, topic_id, key[1], batches, now)
         answer(key)["acknowledge_error_code"] = code
     if epoch == FINAL_EPOCH:
         sessions.close(group_id, member_id)
@@ -202,7 +205,12 @@ async def _fetch(broker: BrokerHost, req: Body, group_id: str, member_id: str,
             if acquired_count >= max_records or total_bytes >= max_bytes:
                 continue
             hw = p.high_watermark
-            part = broker.share_partitions.get_or_create((group_id, topic_id, index), p.log.log_start_offset, hw)
+            try:
+                part = await broker.share_partitions.take_up((group_id, topic_id, index), p.leader_epoch,
+                                                             p.log.log_start_offset, hw)
+            except KafkaError:
+                continue  # its state cannot be read yet (the share coordinator is loading): next pass
+            now = now_ms()
             part.expire_locks(now)
             first = part.next_acquirable_offset(hw)
             if first is None:
@@ -265,7 +273,7 @@ async def handle_share_acknowledge(broker: BrokerHost, ctx: RequestContext, req:
         parts = []
         for ap in t["partitions"]:
             index = ap["partition_index"]
-            code = ErrorCode.TOPIC_AUTHORIZATION_FAILED if t["topic_id"] in denied else _acknowledge(
+            code = ErrorCode.TOPIC_AUTHORIZATION_FAILED if t["topic_id"] in denied else await _acknowledge(
                 broker, group_id, member_id, t["topic_id"], index, _batches(ap["acknowledgement_batches"]), now)
             p, _ = _resolve(broker, t["topic_id"], index)
             parts.append({"partition_index": index, "error_code": code, "error_message": None,
