@@ -12,7 +12,7 @@ the share-partitions exist and every record produced is delivered.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 from support.brokers import BrokerProcess
 from support.java_programs import JavaPrograms, JavaSession
+from support.share_client import WAIT_S, poll, warm_up
 
 pytestmark = pytest.mark.integration
 
@@ -28,8 +29,6 @@ SETTINGS = {
     "group.share.record.lock.duration.ms": LOCK_MS,
     "group.share.min.record.lock.duration.ms": 1000,
 }
-WAIT_S = 90.0
-POLL_MS = 500
 
 
 @pytest.fixture(scope="module")
@@ -54,29 +53,6 @@ def create_topic(broker: BrokerProcess, name: str, partitions: int) -> None:
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     for fut in admin.create_topics([NewTopic(name, partitions, 1)]).values():
         fut.result(15)
-
-
-def poll(s: JavaSession, name: str, default: str = "accept", **rules: str) -> list[dict[str, Any]]:
-    words = [f"{value}={ack}" for value, ack in rules.items()]
-    answer = s.call("poll", name, POLL_MS, default, *words)
-    assert answer["failed"] == [], answer
-    records: list[dict[str, Any]] = answer["records"]
-    return records
-
-
-def warm_up(s: JavaSession, consumers: Sequence[str], topic: str, partitions: int) -> None:
-    """Produce and poll until a warm-up record of every partition was delivered (the share-
-    partitions then exist and start before everything produced later)."""
-    seen: set[int] = set()
-    deadline = time.monotonic() + WAIT_S
-    round_ = 0
-    while seen != set(range(partitions)):
-        assert time.monotonic() < deadline, f"warm-up records seen only from partitions {seen}"
-        for p in range(partitions):
-            s.call("produce", topic, p, f"warm-{round_}-{p}")
-        for name in consumers:
-            seen.update(r["partition"] for r in poll(s, name))
-        round_ += 1
 
 
 def test_four_consumers_on_two_partitions_all_receive_records(session: JavaSession,
@@ -145,7 +121,7 @@ def test_records_of_a_consumer_killed_mid_batch_are_redelivered_after_the_lock(
         deadline = time.monotonic() + WAIT_S
         while not held:
             assert time.monotonic() < deadline, "the victim received nothing"
-            held = victim.call("hold", "victim", POLL_MS)["records"]
+            held = victim.call("hold", "victim", 500)["records"]
         assert [(r["value"], r["delivery_count"]) for r in held] == [(v, 1) for v in values]
         victim.kill()  # SIGKILL: no acknowledgement, no leave, no session close
     redelivered: dict[str, int] = {}
