@@ -262,3 +262,17 @@ def test_next_acquirable_offset_and_the_fetchable_end_bounding_released_records(
     # Only what the leader could read (below the given end) is handed out.
     assert part.acquire("b", 1, 3, 100) == [AcquiredRange(2, 2, 2)]
     assert part.next_acquirable_offset(6) == 3
+
+
+def test_acknowledgements_outside_the_in_flight_records_are_refused_without_walking_them() -> None:
+    part = fresh(start=10)
+    part.acquire("a", 0, 12, 100)
+    with pytest.raises(InvalidRecordState):
+        part.acknowledge("a", [ack(11, 2**62, ACCEPT)], 1)
+    with pytest.raises(InvalidRecordState):
+        part.acknowledge("a", [ack(0, 10, ACCEPT)], 1)
+
+
+def test_from_state_cuts_a_state_larger_than_the_window() -> None:
+    part = SharePartition.from_state(0, [StateBatch(0, 2**62, RecordState.AVAILABLE, 1)], SETTINGS)
+    assert (part.start_offset, part.end_offset) == (0, SETTINGS.max_record_locks)

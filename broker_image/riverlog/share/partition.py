@@ -157,11 +157,15 @@ class SharePartition:
         not survive a leader change: a record persisted as acquired is available again, keeping
         its delivery count so it still reaches the limit."""
         part = cls(start_offset, settings, state_epoch)
+        # A state never spans more than the in-flight window; a larger one (not written by a
+        # leader) is cut to it rather than expanded offset by offset.
+        window_end = start_offset + part.settings.max_record_locks
         for batch in batches:
-            state = RecordState(batch.delivery_state)
+            state = RecordState(batch.delivery_state) if batch.delivery_state in RecordState._value2member_map_ \
+                else RecordState.AVAILABLE
             if state is RecordState.ACQUIRED:
                 state = RecordState.AVAILABLE
-            for offset in range(max(batch.first_offset, start_offset), batch.last_offset + 1):
+            for offset in range(max(batch.first_offset, start_offset), min(batch.last_offset + 1, window_end)):
                 part.in_flight[offset] = InFlightRecord(state, batch.delivery_count)
                 part.end_offset = max(part.end_offset, offset + 1)
         # Offsets between recorded batches were never handed out before the state was written;
@@ -241,6 +245,9 @@ class SharePartition:
         valid = set(AcknowledgeType)
         if any(t not in valid for t in batch.types):
             raise InvalidAcknowledgement(f"unknown acknowledge type in {list(batch.types)}")
+        # Only in-flight offsets can be held: checked first, so a hostile range costs nothing.
+        if batch.first_offset < self.start_offset or batch.last_offset >= self.end_offset:
+            raise InvalidRecordState(f"offsets {batch.first_offset}-{batch.last_offset} are not in flight")
         for offset in range(batch.first_offset, batch.last_offset + 1):
             rec = self.in_flight.get(offset)
             if rec is None or rec.state is not RecordState.ACQUIRED or rec.member_id != member_id:

@@ -51,13 +51,25 @@ class ShareSession:
         self.partitions = kept
 
 
+DEFAULT_MAX_SESSIONS = 2000  # Kafka's group.share.max.share.sessions
+
+
 class ShareSessionCache:
-    def __init__(self) -> None:
+    """The sessions of one broker, at most ``max_sessions``: a member killed without closing its
+    session leaves it behind, so opening one more evicts the least recently used (that member,
+    if it comes back, gets SHARE_SESSION_NOT_FOUND and opens a new one)."""
+
+    def __init__(self, max_sessions: int = DEFAULT_MAX_SESSIONS) -> None:
+        self.max_sessions = max_sessions
+        # In order of last use (a dict keeps insertion order; a used session is moved to the end).
         self.sessions: dict[tuple[str, str], ShareSession] = {}
 
     def open(self, group_id: str, member_id: str, partitions: Iterable[SharePartitionKey]) -> ShareSession:
         """Epoch 0: a new session (replacing one the member had)."""
         session = ShareSession(group_id, member_id, next_epoch(INITIAL_EPOCH), list(dict.fromkeys(partitions)))
+        self.sessions.pop((group_id, member_id), None)
+        while len(self.sessions) >= self.max_sessions:
+            del self.sessions[next(iter(self.sessions))]
         self.sessions[(group_id, member_id)] = session
         return session
 
@@ -71,6 +83,9 @@ class ShareSessionCache:
             raise ShareSessionError(ErrorCode.INVALID_SHARE_SESSION_EPOCH,
                                     f"The share session epoch {epoch} is not the expected {session.epoch}.")
         session.epoch = next_epoch(epoch)
+        # Most recently used last.
+        del self.sessions[(group_id, member_id)]
+        self.sessions[(group_id, member_id)] = session
         return session
 
     def close(self, group_id: str, member_id: str) -> ShareSession | None:
