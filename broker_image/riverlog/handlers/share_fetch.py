@@ -5,8 +5,9 @@ Per partition the leader keeps a share-partition (``share/partition.py``): Share
 locks that expired, applies the acknowledgements riding on the request, then acquires records for
 the member -- it reads the log from the lowest acquirable offset, and acquires only offsets the
 read covers (whole batches; the walk over their headers gives the covered end), up to the
-request's ``MaxRecords``. The records go back as the batches read, with the acquired ranges and
-their delivery counts: the client keeps only records inside those ranges and acknowledges gaps.
+request's ``MaxRecords``. The records go back as the batches read up to the one holding the last
+acquired offset, with the acquired ranges and their delivery counts: the client keeps only
+records inside those ranges and acknowledges gaps.
 With nothing to acquire the request waits up to ``MaxWaitMs`` for data or released records.
 
 Share sessions (``share/sessions.py``) carry the partitions between requests; closing one (epoch
@@ -20,6 +21,7 @@ import asyncio
 import os
 import struct
 import uuid
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..clock import now_ms
@@ -45,9 +47,16 @@ _LAST_OFFSET_DELTA = struct.Struct(">i")
 _LAST_OFFSET_DELTA_AT = 23
 
 
-def covered_end(regions: list[FileRegion]) -> int | None:
-    """The offset after the last whole batch in ``regions`` (None if there is none)."""
-    end: int | None = None
+@dataclass(frozen=True)
+class _Batch:
+    region: FileRegion
+    position: int  # where the batch ends in its file
+    next_offset: int
+
+
+def whole_batches(regions: list[FileRegion]) -> list[_Batch]:
+    """The whole batches in ``regions``, each with where it ends and the offset after it."""
+    out: list[_Batch] = []
     for region in regions:
         pos, stop = region.position, region.position + region.size
         while pos + _LAST_OFFSET_DELTA_AT + 4 <= stop:
@@ -56,9 +65,25 @@ def covered_end(regions: list[FileRegion]) -> int | None:
             if pos + 12 + length > stop:
                 break
             (delta,) = _LAST_OFFSET_DELTA.unpack_from(head, _LAST_OFFSET_DELTA_AT)
-            end = base + delta + 1
             pos += 12 + length
-    return end
+            out.append(_Batch(region, pos, base + delta + 1))
+    return out
+
+
+def up_to(batches: list[_Batch], last_offset: int) -> list[FileRegion]:
+    """The regions cut after the batch holding ``last_offset``: what the acquired records need,
+    not everything read."""
+    out: list[FileRegion] = []
+    for batch in batches:
+        region = batch.region
+        start = region.position
+        if out and out[-1].file is region.file and out[-1].position == start:
+            out[-1] = FileRegion(region.file, start, batch.position - start)
+        else:
+            out.append(FileRegion(region.file, start, batch.position - start))
+        if batch.next_offset > last_offset:
+            break
+    return out
 
 
 def _batches(entries: list[Body]) -> list[AcknowledgementBatch]:
@@ -221,17 +246,18 @@ async def _fetch(broker: BrokerHost, req: Body, group_id: str, member_id: str,
                 answer(key, p)["error_code"] = exc.code
                 had_error = True
                 continue
-            end = covered_end(read.regions)
-            if end is None:
+            batches = whole_batches(read.regions)
+            if not batches:
                 continue
-            ranges = part.acquire(member_id, now, min(hw, end), max_records - acquired_count)
+            ranges = part.acquire(member_id, now, min(hw, batches[-1].next_offset), max_records - acquired_count)
             if not ranges:
                 continue
+            regions = up_to(batches, ranges[-1].last_offset)
             body = answer(key, p)
-            body["records"] = read.regions
+            body["records"] = regions
             body["acquired_records"] = [{"first_offset": r.first_offset, "last_offset": r.last_offset,
                                          "delivery_count": r.delivery_count} for r in ranges]
-            total_bytes += read.size
+            total_bytes += sum(r.size for r in regions)
             acquired_count += sum(r.last_offset - r.first_offset + 1 for r in ranges)
         remaining = deadline - loop.time()
         if acquired_count or had_error or remaining <= 0:
