@@ -11,6 +11,7 @@ the share-partitions exist and every record produced is delivered.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,6 +19,8 @@ from typing import Any
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
+from riverlog.client.connection import BrokerConnection
+from riverlog.protocol.api_keys import ApiKey
 from support.brokers import BrokerProcess
 from support.java_programs import JavaPrograms, JavaSession
 from support.share_client import WAIT_S, poll, warm_up
@@ -104,6 +107,26 @@ def test_release_redelivers_reject_archives_and_the_delivery_limit_archives(sess
         assert time.monotonic() < deadline, later
         later += poll(session, "solo")
     assert [(r["value"], r["delivery_count"]) for r in later] == [("later", 1)]
+    # Every record before "later" is done, so the share-partition start offset an admin sees
+    # (DescribeShareGroupOffsets) is past them. Kafka's durable start offset may still name
+    # "later" itself, acknowledged in the same write that will move it on next time.
+    host, port = share_broker.bootstrap.rsplit(":", 1)
+    described = asyncio.run(describe_offsets(host, int(port), "ackers", "tasks"))
+    [group] = described["groups"]
+    assert group["error_code"] == 0, group
+    [topic] = group["topics"]
+    [partition] = topic["partitions"]
+    assert partition["error_code"] == 0
+    assert later[0]["offset"] <= partition["start_offset"] <= later[0]["offset"] + 1, partition
+
+
+async def describe_offsets(host: str, port: int, group_id: str, topic: str) -> dict[str, Any]:
+    conn = await BrokerConnection.connect(host, port)
+    try:
+        return await conn.request(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, {"groups": [
+            {"group_id": group_id, "topics": [{"topic_name": topic, "partitions": [0]}]}]})
+    finally:
+        await conn.close()
 
 
 def test_records_of_a_consumer_killed_mid_batch_are_redelivered_after_the_lock(

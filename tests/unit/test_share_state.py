@@ -84,6 +84,7 @@ def test_stale_leaders_and_state_epochs_are_fenced() -> None:
     assert shard.write(KEY, 1, 4, 0, (), -1, 2).error == ErrorCode.FENCED_LEADER_EPOCH
     assert shard.write(KEY, 0, 6, 0, (), -1, 2).error == ErrorCode.FENCED_STATE_EPOCH
     assert shard.read(KEY, 4)[0] == ErrorCode.FENCED_LEADER_EPOCH
+    assert shard.read(KEY, -1)[0] == ErrorCode.NONE  # an admin's summary is not fenced
     assert shard.write(KEY, 1, 6, 3, (StateBatch(3, 3, A, 2),), -1, 3).error == ErrorCode.NONE
     assert shard.states[KEY].snapshot_epoch == 1
 

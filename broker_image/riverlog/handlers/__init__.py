@@ -48,7 +48,11 @@ from .records_admin import handle_delete_records, handle_offset_for_leader_epoch
 from .sasl import handle_sasl_authenticate, handle_sasl_handshake
 from .scram import handle_alter_user_scram_credentials, handle_describe_user_scram_credentials
 from .share_fetch import handle_share_acknowledge, handle_share_fetch
-from .share_groups import handle_share_group_describe, handle_share_group_heartbeat
+from .share_groups import (
+    handle_describe_share_group_offsets,
+    handle_share_group_describe,
+    handle_share_group_heartbeat,
+)
 from .share_state import (
     handle_delete_share_group_state,
     handle_initialize_share_group_state,
@@ -112,6 +116,7 @@ HANDLERS: dict[ApiKey, BrokerHandler] = {
     ApiKey.CONSUMER_GROUP_DESCRIBE: handle_consumer_group_describe,
     ApiKey.SHARE_GROUP_HEARTBEAT: handle_share_group_heartbeat,  # KIP-932 share groups
     ApiKey.SHARE_GROUP_DESCRIBE: handle_share_group_describe,
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: handle_describe_share_group_offsets,
     ApiKey.SHARE_FETCH: handle_share_fetch,  # at the partition leader (share/)
     ApiKey.SHARE_ACKNOWLEDGE: handle_share_acknowledge,
     # The share coordinator's RPCs (share/coordinator.py), from partition leaders.

@@ -1,12 +1,17 @@
-"""KIP-932 share group membership APIs: ShareGroupHeartbeat and ShareGroupDescribe.
+"""KIP-932 share group APIs of the group coordinator: ShareGroupHeartbeat, ShareGroupDescribe and
+DescribeShareGroupOffsets.
 
 The request checks are Kafka's (``throwIfShareGroupHeartbeatRequestIsInvalid``: INVALID_REQUEST
 with Kafka's messages); the protocol is the group coordinator's (``coordinator/share_membership.py``).
-As Kafka: READ on the group for a heartbeat, DESCRIBE for a describe.
+As Kafka: READ on the group for a heartbeat, DESCRIBE for a describe. DescribeShareGroupOffsets
+answers each partition's share-partition start offset from the share coordinator (through the
+leader's persister); a null topic list means the topics the group's members subscribe to
+(Kafka: the topics whose share state it initialized), and lag is not computed yet (-1).
 """
 
 from __future__ import annotations
 
+import uuid
 from typing import TYPE_CHECKING
 
 from ..coordinator.shard import AUTHORIZED_OPERATIONS_OMITTED, GROUP_AUTHORIZED_OPERATIONS
@@ -14,7 +19,7 @@ from ..coordinator.share_group import LEAVE_EPOCH
 from ..coordinator.share_membership import share_heartbeat_error
 from ..protocol.errors import ErrorCode, KafkaError
 from ..server.dispatch import RequestContext
-from .authorize import Operation, on_group
+from .authorize import Operation, on_group, on_topic
 from .common import Body
 from .groups import client_host
 
@@ -80,3 +85,55 @@ async def handle_share_group_describe(broker: BrokerHost, ctx: RequestContext, r
                 continue
             groups.extend(shard.describe_share_groups([group_id], operations))
     return {"throttle_time_ms": 0, "groups": groups}
+
+
+async def handle_describe_share_group_offsets(broker: BrokerHost, ctx: RequestContext, req: Body) -> Body:
+    groups: list[Body] = []
+    for g in req["groups"]:
+        group_id = g["group_id"]
+
+        def failed(code: ErrorCode, message: str | None = None, gid: str = group_id) -> Body:
+            return {"group_id": gid, "topics": [], "error_code": code, "error_message": message}
+
+        if not on_group(broker, ctx, Operation.DESCRIBE, group_id):
+            groups.append(failed(ErrorCode.GROUP_AUTHORIZATION_FAILED))
+            continue
+        try:
+            shard = broker.coordinator.shard_for(group_id)
+        except KafkaError as exc:
+            groups.append(failed(exc.code))
+            continue
+        group = shard.share_groups.get(group_id)
+        if group is None:
+            groups.append(failed(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group."))
+            continue
+        wanted = g["topics"]
+        if wanted is None:
+            wanted = [{"topic_name": name, "partitions": None} for name in sorted(group.subscribed_topics)]
+        groups.append({"group_id": group_id, "error_code": ErrorCode.NONE, "error_message": None,
+                       "topics": [await _describe_topic_offsets(broker, ctx, group_id, t) for t in wanted]})
+    return {"throttle_time_ms": 0, "groups": groups}
+
+
+async def _describe_topic_offsets(broker: BrokerHost, ctx: RequestContext, group_id: str, wanted: Body) -> Body:
+    name = wanted["topic_name"]
+    topic = broker.image.topics.get(name)
+    indexes = wanted["partitions"]
+    if topic is None or not on_topic(broker, ctx, Operation.DESCRIBE, name):
+        code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if topic is None else ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        return {"topic_name": name, "topic_id": uuid.UUID(int=0), "partitions": [
+            {"partition_index": i, "start_offset": -1, "leader_epoch": -1, "lag": -1, "error_code": code,
+             "error_message": None} for i in indexes or []]}
+    persister = broker.share_partitions.persister
+    parts = []
+    for index in indexes if indexes is not None else sorted(topic.partitions):
+        if index not in topic.partitions:
+            parts.append({"partition_index": index, "start_offset": -1, "leader_epoch": -1, "lag": -1,
+                          "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "error_message": None})
+            continue
+        code, state = (ErrorCode.NONE, None) if persister is None else \
+            await persister.summary(group_id, topic.topic_id, index)
+        parts.append({"partition_index": index, "start_offset": state.start_offset if state is not None else -1,
+                      "leader_epoch": topic.partitions[index].leader_epoch, "lag": -1, "error_code": code,
+                      "error_message": None})
+    return {"topic_name": name, "topic_id": topic.topic_id, "partitions": parts}

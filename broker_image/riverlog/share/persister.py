@@ -68,6 +68,20 @@ class SharePersister:
                         for b in body["state_batches"])
         return code, PersistedState(body["state_epoch"], body["start_offset"], batches)
 
+    async def summary(self, group_id: str, topic_id: uuid.UUID,
+                      partition: int) -> tuple[ErrorCode, PersistedState | None]:
+        """The state as an admin sees it (no leader epoch to fence): for DescribeShareGroupOffsets."""
+        key = ShareStateKey(group_id, topic_id, partition)
+        body = await self._request(ApiKey.READ_SHARE_GROUP_STATE_SUMMARY, key, {"leader_epoch": -1},
+                                   lambda s, token: s.read_state(token, key, -1))
+        code = ErrorCode(body["error_code"])
+        if code != ErrorCode.NONE:
+            return code, None
+        if "state" in body:
+            state = body["state"]
+            return code, None if state is None else PersistedState(state.state_epoch, state.start_offset, ())
+        return code, None if body["start_offset"] < 0 else PersistedState(body["state_epoch"], body["start_offset"], ())
+
     async def write(self, group_id: str, topic_id: uuid.UUID, partition: int, state_epoch: int, leader_epoch: int,
                     start_offset: int, batches: list[StateBatch], delivery_complete_count: int) -> ErrorCode:
         key = ShareStateKey(group_id, topic_id, partition)

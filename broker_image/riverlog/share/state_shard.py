@@ -121,9 +121,9 @@ class ShareStateShard:
 
     def read(self, key: ShareStateKey, leader_epoch: int) -> tuple[ErrorCode, ShareState | None]:
         """The state a new leader starts from (None: never written); a leader older than the last
-        writer is fenced."""
+        writer is fenced. Leader epoch -1 reads without fencing (an admin's summary)."""
         current = self.states.get(key)
-        if current is not None and leader_epoch < current.leader_epoch:
+        if current is not None and 0 <= leader_epoch < current.leader_epoch:
             return ErrorCode.FENCED_LEADER_EPOCH, None
         return ErrorCode.NONE, current
 
