@@ -132,6 +132,7 @@ class Broker:
                                               config.inter_broker_listener(), inter_broker_security(config),
                                               share_config.write_timeout_ms / 1000)
         self.share_partitions = SharePartitionManager(share_settings(config), persister=self.share_persister)
+        self.metrics.track_share_partitions(self._share_partition_stats)
         self.coordinator.on_load_time = self.metrics.coordinator_load_seconds.labels("group").observe
         self.transactions.on_load_time = self.metrics.coordinator_load_seconds.labels("transaction").observe
         self.transactions.on_completed = (
@@ -173,6 +174,18 @@ class Broker:
     @property
     def image(self) -> MetadataImage:
         return self.controller.image
+
+    def _share_partition_stats(self) -> Iterator[tuple[str, str, int, int, int, int, int]]:
+        """The share-partitions of partitions led here, in the leader epoch they were taken up in."""
+        image = self.controller.image
+        for (group, topic_id, index), leader_epoch, part in self.share_partitions.items():
+            topic = image.topic_by_id(topic_id)
+            replica = self.replicas.get(topic.name, index) if topic is not None else None
+            if topic is None or replica is None or not replica.is_leader or replica.leader_epoch != leader_epoch:
+                continue
+            in_flight = part.end_offset - part.start_offset
+            pending = max(0, replica.high_watermark - part.start_offset - part.delivery_complete_count())
+            yield group, topic.name, index, part.start_offset, in_flight, part.acquired_count(), pending
 
     def _lso_lag(self) -> Iterator[tuple[str, int, int]]:
         """High watermark minus last stable offset of each partition led here (metrics)."""

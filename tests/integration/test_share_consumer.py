@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -189,3 +190,25 @@ def test_acknowledgements_survive_a_broker_killed_with_minus_9(
     assert not [r for r in delivered if r["value"] in accepted], "an accepted record was delivered again"
     assert sorted(r["value"] for r in delivered if r["value"] in values) == released
     assert all(r["delivery_count"] >= 2 for r in delivered if r["value"] in released), delivered
+
+
+def test_share_partition_metrics(session: JavaSession, share_broker: BrokerProcess, broker_target: str) -> None:
+    if broker_target != "riverlog":
+        pytest.skip("the share-partition metrics are Riverlog's own (Kafka exposes JMX)")
+    create_topic(share_broker, "metered", 1)
+    session.call("consumer", "meter", "metered-group", "metered")
+    warm_up(session, ["meter"], "metered", 1)
+    session.call("produce", "metered", 0, "m-0", "m-1", "m-2")
+    held: list[dict[str, Any]] = []
+    deadline = time.monotonic() + WAIT_S
+    while not held:
+        assert time.monotonic() < deadline
+        held = session.call("hold", "meter", 500)["records"]
+    assert share_broker.metrics_url is not None
+    text = urllib.request.urlopen(share_broker.metrics_url, timeout=10).read().decode()
+    samples = {line.split("{", 1)[0]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith("riverlog_share_partition_") and 'group="metered-group"' in line}
+    assert samples["riverlog_share_partition_acquired_records"] == len(held)
+    assert samples["riverlog_share_partition_in_flight_records"] == len(held)
+    assert samples["riverlog_share_partition_start_offset"] == held[0]["offset"]
+    assert samples["riverlog_share_partition_lag"] == len(held)

@@ -109,6 +109,10 @@ class SharePartitionManager:
         return await self.persister.write(*key, part.state_epoch, entry.leader_epoch, part.start_offset,
                                           part.state_batches(), part.delivery_complete_count())
 
+    def items(self) -> list[tuple[ShareKey, int, SharePartition]]:
+        """(key, leader epoch taken up in, share-partition) of every share-partition held here."""
+        return [(key, entry.leader_epoch, entry.part) for key, entry in self._entries.items()]
+
     def release_member(self, group_id: str, member_id: str, now_ms: int) -> None:
         """A member's share session closed: what it holds on this broker is released."""
         for (group, _, _), entry in self._entries.items():

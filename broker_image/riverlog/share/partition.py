@@ -308,6 +308,9 @@ class SharePartition:
                 out.append(StateBatch(offset, offset, state, rec.delivery_count))
         return out
 
+    def acquired_count(self) -> int:
+        return sum(1 for r in self.in_flight.values() if r.state is RecordState.ACQUIRED)
+
     def delivery_complete_count(self) -> int:
         """In-flight records already done (acknowledged or archived), for lag (KIP-1226)."""
         return sum(1 for r in self.in_flight.values() if r.state in DONE)
