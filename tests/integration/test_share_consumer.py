@@ -212,3 +212,39 @@ def test_share_partition_metrics(session: JavaSession, share_broker: BrokerProce
     assert samples["riverlog_share_partition_in_flight_records"] == len(held)
     assert samples["riverlog_share_partition_start_offset"] == held[0]["offset"]
     assert samples["riverlog_share_partition_lag"] == len(held)
+
+
+async def alter_offsets(host: str, port: int, group_id: str, topic: str, offset: int) -> dict[str, Any]:
+    conn = await BrokerConnection.connect(host, port)
+    try:
+        return await conn.request(ApiKey.ALTER_SHARE_GROUP_OFFSETS, {"group_id": group_id, "topics": [
+            {"topic_name": topic, "partitions": [{"partition_index": 0, "start_offset": offset}]}]})
+    finally:
+        await conn.close()
+
+
+def test_altered_offsets_of_an_empty_group_deliver_the_records_again(
+        session: JavaSession, share_broker: BrokerProcess) -> None:
+    create_topic(share_broker, "replay", 1)
+    host, port = share_broker.bootstrap.rsplit(":", 1)
+    session.call("consumer", "once", "replayers", "replay")
+    warm_up(session, ["once"], "replay", 1)
+    values = [f"r-{i}" for i in range(5)]
+    session.call("produce", "replay", 0, *values)
+    first: dict[str, int] = {}
+    deadline = time.monotonic() + WAIT_S
+    while set(first) != set(values):
+        assert time.monotonic() < deadline, first
+        first.update((r["value"], r["offset"]) for r in poll(session, "once") if r["value"] in values)
+    session.call("close", "once")  # the member leaves: the group is empty
+    altered = asyncio.run(alter_offsets(host, int(port), "replayers", "replay", first["r-0"]))
+    assert altered["error_code"] == 0, altered
+    assert altered["responses"][0]["partitions"][0]["error_code"] == 0, altered
+    session.call("consumer", "again", "replayers", "replay")
+    again: set[str] = set()
+    while again != set(values):
+        assert time.monotonic() < deadline, again
+        again.update(r["value"] for r in poll(session, "again") if r["value"] in values)
+    # A group with members cannot be altered.
+    refused = asyncio.run(alter_offsets(host, int(port), "replayers", "replay", 0))
+    assert refused["error_code"] == 68, refused  # NON_EMPTY_GROUP

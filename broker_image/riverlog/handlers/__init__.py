@@ -49,6 +49,7 @@ from .sasl import handle_sasl_authenticate, handle_sasl_handshake
 from .scram import handle_alter_user_scram_credentials, handle_describe_user_scram_credentials
 from .share_fetch import handle_share_acknowledge, handle_share_fetch
 from .share_groups import (
+    handle_alter_share_group_offsets,
     handle_describe_share_group_offsets,
     handle_share_group_describe,
     handle_share_group_heartbeat,
@@ -117,6 +118,7 @@ HANDLERS: dict[ApiKey, BrokerHandler] = {
     ApiKey.SHARE_GROUP_HEARTBEAT: handle_share_group_heartbeat,  # KIP-932 share groups
     ApiKey.SHARE_GROUP_DESCRIBE: handle_share_group_describe,
     ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: handle_describe_share_group_offsets,
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: handle_alter_share_group_offsets,
     ApiKey.SHARE_FETCH: handle_share_fetch,  # at the partition leader (share/)
     ApiKey.SHARE_ACKNOWLEDGE: handle_share_acknowledge,
     # The share coordinator's RPCs (share/coordinator.py), from partition leaders.

@@ -168,6 +168,8 @@ async def handle_share_fetch(broker: BrokerHost, ctx: RequestContext, req: Body)
             if acks:
                 return _top_error(ErrorCode.INVALID_REQUEST, "Acknowledge data present on initial fetch request.")
             session_partitions = sessions.open(group_id, member_id, requested).partitions
+            for topic_id, index in session_partitions:
+                broker.share_partitions.refresh_if_idle((group_id, topic_id, index))
         elif epoch == FINAL_EPOCH:
             session_partitions = []
         else:

@@ -1,5 +1,5 @@
-"""KIP-932 share group APIs of the group coordinator: ShareGroupHeartbeat, ShareGroupDescribe and
-DescribeShareGroupOffsets.
+"""KIP-932 share group APIs of the group coordinator: ShareGroupHeartbeat, ShareGroupDescribe,
+DescribeShareGroupOffsets and AlterShareGroupOffsets.
 
 The request checks are Kafka's (``throwIfShareGroupHeartbeatRequestIsInvalid``: INVALID_REQUEST
 with Kafka's messages); the protocol is the group coordinator's (``coordinator/share_membership.py``).
@@ -7,6 +7,9 @@ As Kafka: READ on the group for a heartbeat, DESCRIBE for a describe. DescribeSh
 answers each partition's share-partition start offset from the share coordinator (through the
 leader's persister); a null topic list means the topics the group's members subscribe to
 (Kafka: the topics whose share state it initialized), and lag is not computed yet (-1).
+AlterShareGroupOffsets, on an empty group only (NON_EMPTY_GROUP otherwise), starts each named
+share-partition afresh at the given offset in a new state epoch (InitializeShareGroupState): the
+leaders read it again when the next share session opens.
 """
 
 from __future__ import annotations
@@ -137,3 +140,45 @@ async def _describe_topic_offsets(broker: BrokerHost, ctx: RequestContext, group
                       "leader_epoch": topic.partitions[index].leader_epoch, "lag": -1, "error_code": code,
                       "error_message": None})
     return {"topic_name": name, "topic_id": topic.topic_id, "partitions": parts}
+
+
+async def handle_alter_share_group_offsets(broker: BrokerHost, ctx: RequestContext, req: Body) -> Body:
+    group_id = req["group_id"]
+
+    def failed(code: ErrorCode, message: str | None = None) -> Body:
+        return {"throttle_time_ms": 0, "error_code": code, "error_message": message, "responses": []}
+
+    if not on_group(broker, ctx, Operation.READ, group_id):
+        return failed(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    try:
+        shard = broker.coordinator.shard_for(group_id)
+    except KafkaError as exc:
+        return failed(exc.code)
+    group = shard.share_groups.get(group_id)
+    if group is None and (group_id in shard.groups or group_id in shard.consumer_groups):
+        return failed(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.")
+    if group is not None and group.members:
+        return failed(ErrorCode.NON_EMPTY_GROUP, "The group is not empty.")
+    persister = broker.share_partitions.persister
+    responses = []
+    for t in req["topics"]:
+        name = t["topic_name"]
+        topic = broker.image.topics.get(name)
+        parts = []
+        for p in t["partitions"]:
+            index = p["partition_index"]
+            if topic is None or index not in topic.partitions:
+                code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif not on_topic(broker, ctx, Operation.READ, name):
+                code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif persister is None:
+                code = ErrorCode.NONE
+            else:
+                code, state = await persister.summary(group_id, topic.topic_id, index)
+                if code == ErrorCode.NONE:
+                    epoch = state.state_epoch + 1 if state is not None else 0
+                    code = await persister.initialize(group_id, topic.topic_id, index, epoch, p["start_offset"])
+            parts.append({"partition_index": index, "error_code": code, "error_message": None})
+        responses.append({"topic_name": name, "topic_id": topic.topic_id if topic is not None else uuid.UUID(int=0),
+                          "partitions": parts})
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "responses": responses}

@@ -8,7 +8,9 @@ their delivery counts); one never written starts where ``share.auto.offset.reset
 that start is written at once, so a leader change does not move it. After acknowledgements the
 whole in-flight state is written again (one write at a time per share-partition, so the last
 write always carries the newest state). A share-partition taken up in an older leader epoch is
-dropped and read again: another leader may have moved it on meanwhile.
+dropped and read again: another leader may have moved it on meanwhile; so is one whose write was
+fenced, and one nobody holds records of when a share session opens on it (offsets altered by an
+admin while the group was empty take effect).
 
 The asyncio shell around the pure share-partitions: the handlers pass the log's offsets and the
 time in.
@@ -90,6 +92,13 @@ class SharePartitionManager:
             raise KafkaError(f"writing the start of {key}: {code.name}", code)
         return entry
 
+    def refresh_if_idle(self, key: ShareKey) -> None:
+        """A share session opens on the partition: a share-partition nobody holds records of is
+        read again at its next fetch, so offsets altered meanwhile (a new state epoch) apply."""
+        entry = self._entries.get(key)
+        if entry is not None and entry.part.acquired_count() == 0 and not entry.write_lock.locked():
+            del self._entries[key]
+
     def get(self, key: ShareKey, leader_epoch: int) -> SharePartition | None:
         entry = self._entries.get(key)
         return entry.part if entry is not None and entry.leader_epoch == leader_epoch else None
@@ -100,7 +109,11 @@ class SharePartitionManager:
         if entry is None or self.persister is None:
             return ErrorCode.NONE
         async with entry.write_lock:
-            return await self._write(key, entry)
+            code = await self._write(key, entry)
+        if code in (ErrorCode.FENCED_STATE_EPOCH, ErrorCode.FENCED_LEADER_EPOCH) and self._entries.get(key) is entry:
+            # Altered offsets or a newer leader: what this broker holds is stale, read it again.
+            del self._entries[key]
+        return code
 
     async def _write(self, key: ShareKey, entry: _Entry) -> ErrorCode:
         if self.persister is None:

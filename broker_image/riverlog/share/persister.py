@@ -82,6 +82,15 @@ class SharePersister:
             return code, None if state is None else PersistedState(state.state_epoch, state.start_offset, ())
         return code, None if body["start_offset"] < 0 else PersistedState(body["state_epoch"], body["start_offset"], ())
 
+    async def initialize(self, group_id: str, topic_id: uuid.UUID, partition: int, state_epoch: int,
+                         start_offset: int) -> ErrorCode:
+        """Start the share-partition afresh at ``start_offset`` in a new state epoch (offsets altered)."""
+        key = ShareStateKey(group_id, topic_id, partition)
+        body = await self._request(ApiKey.INITIALIZE_SHARE_GROUP_STATE, key,
+                                   {"state_epoch": state_epoch, "start_offset": start_offset},
+                                   lambda s, token: s.initialize_state(token, key, state_epoch, start_offset))
+        return ErrorCode(body["error_code"])
+
     async def write(self, group_id: str, topic_id: uuid.UUID, partition: int, state_epoch: int, leader_epoch: int,
                     start_offset: int, batches: list[StateBatch], delivery_complete_count: int) -> ErrorCode:
         key = ShareStateKey(group_id, topic_id, partition)
