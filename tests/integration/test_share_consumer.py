@@ -248,3 +248,41 @@ def test_altered_offsets_of_an_empty_group_deliver_the_records_again(
     # A group with members cannot be altered.
     refused = asyncio.run(alter_offsets(host, int(port), "replayers", "replay", 0))
     assert refused["error_code"] == 68, refused  # NON_EMPTY_GROUP
+
+
+async def delete_offsets(host: str, port: int, group_id: str, topic: str) -> dict[str, Any]:
+    conn = await BrokerConnection.connect(host, port)
+    try:
+        return await conn.request(ApiKey.DELETE_SHARE_GROUP_OFFSETS,
+                                  {"group_id": group_id, "topics": [{"topic_name": topic}]})
+    finally:
+        await conn.close()
+
+
+def test_deleted_offsets_of_an_empty_group_start_it_afresh(session: JavaSession, share_broker: BrokerProcess) -> None:
+    create_topic(share_broker, "forgotten", 1)
+    host, port = share_broker.bootstrap.rsplit(":", 1)
+    session.call("consumer", "f1", "forgetters", "forgotten")
+    warm_up(session, ["f1"], "forgotten", 1)
+    values = [f"d-{i}" for i in range(5)]
+    session.call("produce", "forgotten", 0, *values)
+    seen: set[str] = set()
+    deadline = time.monotonic() + WAIT_S
+    while seen != set(values):
+        assert time.monotonic() < deadline, seen
+        # Released: they stay available in the group's state...
+        seen.update(r["value"] for r in poll(session, "f1", "release") if r["value"] in values)
+    session.call("close", "f1")
+    deleted = asyncio.run(delete_offsets(host, int(port), "forgetters", "forgotten"))
+    assert deleted["error_code"] == 0, deleted
+    assert deleted["responses"][0]["error_code"] == 0, deleted
+    # ...until the state is deleted: the group starts at the log end again, past them.
+    session.call("consumer", "f2", "forgetters", "forgotten")
+    delivered: list[dict[str, Any]] = []
+    warm_round = 0
+    while not any(r["value"] == "fresh" for r in delivered):
+        assert time.monotonic() < deadline, delivered
+        session.call("produce", "forgotten", 0, f"again-{warm_round}", "fresh")
+        delivered += poll(session, "f2")
+        warm_round += 1
+    assert not [r for r in delivered if r["value"] in values], delivered

@@ -50,6 +50,7 @@ from .scram import handle_alter_user_scram_credentials, handle_describe_user_scr
 from .share_fetch import handle_share_acknowledge, handle_share_fetch
 from .share_groups import (
     handle_alter_share_group_offsets,
+    handle_delete_share_group_offsets,
     handle_describe_share_group_offsets,
     handle_share_group_describe,
     handle_share_group_heartbeat,
@@ -119,6 +120,7 @@ HANDLERS: dict[ApiKey, BrokerHandler] = {
     ApiKey.SHARE_GROUP_DESCRIBE: handle_share_group_describe,
     ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: handle_describe_share_group_offsets,
     ApiKey.ALTER_SHARE_GROUP_OFFSETS: handle_alter_share_group_offsets,
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: handle_delete_share_group_offsets,
     ApiKey.SHARE_FETCH: handle_share_fetch,  # at the partition leader (share/)
     ApiKey.SHARE_ACKNOWLEDGE: handle_share_acknowledge,
     # The share coordinator's RPCs (share/coordinator.py), from partition leaders.

@@ -1,5 +1,5 @@
 """KIP-932 share group APIs of the group coordinator: ShareGroupHeartbeat, ShareGroupDescribe,
-DescribeShareGroupOffsets and AlterShareGroupOffsets.
+DescribeShareGroupOffsets, AlterShareGroupOffsets and DeleteShareGroupOffsets.
 
 The request checks are Kafka's (``throwIfShareGroupHeartbeatRequestIsInvalid``: INVALID_REQUEST
 with Kafka's messages); the protocol is the group coordinator's (``coordinator/share_membership.py``).
@@ -9,7 +9,9 @@ leader's persister); a null topic list means the topics the group's members subs
 (Kafka: the topics whose share state it initialized), and lag is not computed yet (-1).
 AlterShareGroupOffsets, on an empty group only (NON_EMPTY_GROUP otherwise), starts each named
 share-partition afresh at the given offset in a new state epoch (InitializeShareGroupState): the
-leaders read it again when the next share session opens.
+leaders read it again when the next share session opens. DeleteShareGroupOffsets, likewise on an
+empty group, drops the state of every partition of the named topics: the group starts on them
+again as ``share.auto.offset.reset`` says.
 """
 
 from __future__ import annotations
@@ -142,23 +144,28 @@ async def _describe_topic_offsets(broker: BrokerHost, ctx: RequestContext, group
     return {"topic_name": name, "topic_id": topic.topic_id, "partitions": parts}
 
 
-async def handle_alter_share_group_offsets(broker: BrokerHost, ctx: RequestContext, req: Body) -> Body:
-    group_id = req["group_id"]
-
-    def failed(code: ErrorCode, message: str | None = None) -> Body:
-        return {"throttle_time_ms": 0, "error_code": code, "error_message": message, "responses": []}
-
-    if not on_group(broker, ctx, Operation.READ, group_id):
-        return failed(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+def _empty_share_group_error(broker: BrokerHost, ctx: RequestContext, group_id: str,
+                             operation: Operation) -> tuple[ErrorCode, str | None] | None:
+    """Why the offsets of ``group_id`` cannot be changed now, or None: they can."""
+    if not on_group(broker, ctx, operation, group_id):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED, None
     try:
         shard = broker.coordinator.shard_for(group_id)
     except KafkaError as exc:
-        return failed(exc.code)
+        return exc.code, None
     group = shard.share_groups.get(group_id)
     if group is None and (group_id in shard.groups or group_id in shard.consumer_groups):
-        return failed(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.")
+        return ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group."
     if group is not None and group.members:
-        return failed(ErrorCode.NON_EMPTY_GROUP, "The group is not empty.")
+        return ErrorCode.NON_EMPTY_GROUP, "The group is not empty."
+    return None
+
+
+async def handle_alter_share_group_offsets(broker: BrokerHost, ctx: RequestContext, req: Body) -> Body:
+    group_id = req["group_id"]
+    refused = _empty_share_group_error(broker, ctx, group_id, Operation.READ)
+    if refused is not None:
+        return {"throttle_time_ms": 0, "error_code": refused[0], "error_message": refused[1], "responses": []}
     persister = broker.share_partitions.persister
     responses = []
     for t in req["topics"]:
@@ -181,4 +188,29 @@ async def handle_alter_share_group_offsets(broker: BrokerHost, ctx: RequestConte
             parts.append({"partition_index": index, "error_code": code, "error_message": None})
         responses.append({"topic_name": name, "topic_id": topic.topic_id if topic is not None else uuid.UUID(int=0),
                           "partitions": parts})
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "responses": responses}
+
+
+async def handle_delete_share_group_offsets(broker: BrokerHost, ctx: RequestContext, req: Body) -> Body:
+    group_id = req["group_id"]
+    refused = _empty_share_group_error(broker, ctx, group_id, Operation.DELETE)
+    if refused is not None:
+        return {"throttle_time_ms": 0, "error_code": refused[0], "error_message": refused[1], "responses": []}
+    persister = broker.share_partitions.persister
+    responses = []
+    for t in req["topics"]:
+        name = t["topic_name"]
+        topic = broker.image.topics.get(name)
+        code = ErrorCode.NONE
+        if topic is None:
+            code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        elif not on_topic(broker, ctx, Operation.READ, name):
+            code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        elif persister is not None:
+            for index in sorted(topic.partitions):
+                result = await persister.delete(group_id, topic.topic_id, index)
+                if result != ErrorCode.NONE:
+                    code = result
+        responses.append({"topic_name": name, "topic_id": topic.topic_id if topic is not None else uuid.UUID(int=0),
+                          "error_code": code, "error_message": None})
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "responses": responses}

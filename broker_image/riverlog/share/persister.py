@@ -91,6 +91,13 @@ class SharePersister:
                                    lambda s, token: s.initialize_state(token, key, state_epoch, start_offset))
         return ErrorCode(body["error_code"])
 
+    async def delete(self, group_id: str, topic_id: uuid.UUID, partition: int) -> ErrorCode:
+        """Drop the share-partition's state (DeleteShareGroupOffsets)."""
+        key = ShareStateKey(group_id, topic_id, partition)
+        body = await self._request(ApiKey.DELETE_SHARE_GROUP_STATE, key, {},
+                                   lambda s, token: s.delete_state(token, key))
+        return ErrorCode(body["error_code"])
+
     async def write(self, group_id: str, topic_id: uuid.UUID, partition: int, state_epoch: int, leader_epoch: int,
                     start_offset: int, batches: list[StateBatch], delivery_complete_count: int) -> ErrorCode:
         key = ShareStateKey(group_id, topic_id, partition)
