@@ -286,3 +286,39 @@ def test_deleted_offsets_of_an_empty_group_start_it_afresh(session: JavaSession,
         delivered += poll(session, "f2")
         warm_round += 1
     assert not [r for r in delivered if r["value"] in values], delivered
+
+
+async def delete_group(host: str, port: int, group_id: str) -> dict[str, Any]:
+    conn = await BrokerConnection.connect(host, port)
+    try:
+        return await conn.request(ApiKey.DELETE_GROUPS, {"groups_names": [group_id]})
+    finally:
+        await conn.close()
+
+
+def test_a_deleted_share_group_comes_back_without_its_state(session: JavaSession, share_broker: BrokerProcess) -> None:
+    create_topic(share_broker, "recycled", 1)
+    host, port = share_broker.bootstrap.rsplit(":", 1)
+    session.call("consumer", "g1", "recyclers", "recycled")
+    warm_up(session, ["g1"], "recycled", 1)
+    values = [f"old-{i}" for i in range(5)]
+    session.call("produce", "recycled", 0, *values)
+    seen: set[str] = set()
+    deadline = time.monotonic() + WAIT_S
+    while seen != set(values):
+        assert time.monotonic() < deadline, seen
+        seen.update(r["value"] for r in poll(session, "g1", "release") if r["value"] in values)
+    session.call("close", "g1")
+    result = asyncio.run(delete_group(host, int(port), "recyclers"))
+    assert [(r["group_id"], r["error_code"]) for r in result["results"]] == [("recyclers", 0)], result
+    # A group of the same name is a new group: it starts at the log end, the released records
+    # of the deleted one are not delivered.
+    session.call("consumer", "g2", "recyclers", "recycled")
+    delivered: list[dict[str, Any]] = []
+    round_ = 0
+    while not any(r["value"] == "new" for r in delivered):
+        assert time.monotonic() < deadline, delivered
+        session.call("produce", "recycled", 0, f"filler-{round_}", "new")
+        delivered += poll(session, "g2")
+        round_ += 1
+    assert not [r for r in delivered if r["value"] in values], delivered

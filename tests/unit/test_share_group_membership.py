@@ -185,8 +185,9 @@ def test_records_round_trip_through_the_log_format_and_loading_rebuilds_the_grou
         assert decoded == record
         types.add(int.from_bytes(key[:2], "big"))
         loaded.replay(decoded)
-    assert types == {10, 11, 12, 13, 14}
+    assert types == {10, 11, 12, 13, 14, 15}
     before, after = h.shard.share_groups["g"], loaded.share_groups["g"]
     assert (after.group_epoch, after.assignment_epoch, after.target) == (before.group_epoch, before.assignment_epoch,
                                                                          before.target)
     assert after.members == before.members
+    assert after.state_topics == before.state_topics == {QUEUE.topic_id: ("queue", 2)}

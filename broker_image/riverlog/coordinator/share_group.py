@@ -58,6 +58,9 @@ class ShareGroup:
     # The subscribed topics as of the last epoch bump (name -> metadata): a difference from the
     # cluster's current topics bumps the epoch again. Not persisted (Kafka keeps a hash).
     subscribed_topics: dict[str, TopicMetadata] = field(default_factory=dict)
+    # Topics ever assigned here (topic id -> (name, partition count)): those whose share state
+    # the group may have, deleted with it (record type 15).
+    state_topics: dict[uuid.UUID, tuple[str, int]] = field(default_factory=dict)
 
     @property
     def state(self) -> ShareGroupState:

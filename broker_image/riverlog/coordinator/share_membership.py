@@ -28,6 +28,7 @@ from .share_records import (
     SHARE_CURRENT_MEMBER_ASSIGNMENT,
     SHARE_GROUP_METADATA,
     SHARE_MEMBER_METADATA,
+    SHARE_STATE_PARTITION_METADATA,
     SHARE_TARGET_ASSIGNMENT_MEMBER,
     SHARE_TARGET_ASSIGNMENT_METADATA,
     ShareCurrentAssignmentValue,
@@ -35,6 +36,7 @@ from .share_records import (
     ShareGroupKey,
     ShareMemberKey,
     ShareMemberMetadataValue,
+    ShareStateTopicsValue,
     ShareTargetEpochValue,
     ShareTargetMemberValue,
 )
@@ -186,6 +188,17 @@ class ShareMembership(ShardState):
                    if member_id not in group.target or group.target[member_id] != partitions]
         records.append(CoordinatorRecord(ShareGroupKey(SHARE_TARGET_ASSIGNMENT_METADATA, group.group_id),
                                          ShareTargetEpochValue(group.group_epoch, self.now_ms)))
+        state_topics = dict(group.state_topics)
+        for t in topics.values():
+            known = state_topics.get(t.topic_id)
+            assigned = any(t.topic_id in parts for parts in new_target.values())
+            if assigned and (known is None or known[1] < t.num_partitions):
+                state_topics[t.topic_id] = (t.name, t.num_partitions)
+        if state_topics != group.state_topics:
+            records.append(CoordinatorRecord(ShareGroupKey(SHARE_STATE_PARTITION_METADATA, group.group_id),
+                                             ShareStateTopicsValue(tuple(
+                                                 (tid, name, tuple(range(count)))
+                                                 for tid, (name, count) in sorted(state_topics.items())))))
         self._apply_share(records)
 
     # Timers ------------------------------------------------------------------------------
@@ -230,6 +243,10 @@ class ShareMembership(ShardState):
         elif key.record_type == SHARE_TARGET_ASSIGNMENT_METADATA and value is not None:
             assert isinstance(value, ShareTargetEpochValue)
             group.assignment_epoch = value.assignment_epoch
+        elif key.record_type == SHARE_STATE_PARTITION_METADATA:
+            assert value is None or isinstance(value, ShareStateTopicsValue)
+            group.state_topics = {} if value is None else {
+                tid: (name, max(parts, default=-1) + 1) for tid, name, parts in value.initialized}
 
     def on_loaded_share_groups(self) -> None:
         """Loaded members get a fresh session (they could not heartbeat while nobody led)."""
@@ -241,7 +258,7 @@ class ShareMembership(ShardState):
     def share_group_tombstones(self, group_id: str) -> list[CoordinatorRecord]:
         """The records deleting an empty share group."""
         return [CoordinatorRecord(ShareGroupKey(t, group_id), None)
-                for t in (SHARE_TARGET_ASSIGNMENT_METADATA, SHARE_GROUP_METADATA)]
+                for t in (SHARE_STATE_PARTITION_METADATA, SHARE_TARGET_ASSIGNMENT_METADATA, SHARE_GROUP_METADATA)]
 
     # ShareGroupDescribe ------------------------------------------------------------------
 

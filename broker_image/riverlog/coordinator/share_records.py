@@ -12,12 +12,12 @@ type  key (group id, and member id for 10/13/14)  value
 12    ShareGroupTargetAssignmentMetadata         the epoch of the target assignment
 13    ShareGroupTargetAssignmentMember           a member's target partitions
 14    ShareGroupCurrentMemberAssignment          a member's epochs, state and partitions
+15    ShareGroupStatePartitionMetadata           the topics whose share state the group may have
 ====  ========================================  =============================================
 
-Type 15 (ShareGroupStatePartitionMetadata: which topics' share state is initialized) is not
-written: Riverlog's share-partition state is created by the partition leader on first fetch
-(see "Share groups" in the design notes); when loading a log Kafka wrote, it is read past.
-A null value deletes the key.
+Riverlog writes type 15's initialized topics as the topics ever assigned in the group (a
+partition leader creates the share state on first fetch, so Kafka's initializing and deleting
+lists stay empty): deleting the group deletes their share state. A null value deletes the key.
 """
 
 from __future__ import annotations
@@ -35,7 +35,8 @@ SHARE_GROUP_METADATA = 11
 SHARE_TARGET_ASSIGNMENT_METADATA = 12
 SHARE_TARGET_ASSIGNMENT_MEMBER = 13
 SHARE_CURRENT_MEMBER_ASSIGNMENT = 14
-SHARE_KEY_TYPES = frozenset(range(SHARE_MEMBER_METADATA, SHARE_CURRENT_MEMBER_ASSIGNMENT + 1))
+SHARE_STATE_PARTITION_METADATA = 15
+SHARE_KEY_TYPES = frozenset(range(SHARE_MEMBER_METADATA, SHARE_STATE_PARTITION_METADATA + 1))
 _MEMBER_TYPES = (SHARE_MEMBER_METADATA, SHARE_TARGET_ASSIGNMENT_MEMBER, SHARE_CURRENT_MEMBER_ASSIGNMENT)
 
 _GROUP_KEY = Struct([f("group_id", STRING)])
@@ -57,6 +58,12 @@ _TARGET_METADATA_VALUE = Struct([
     f("assignment_timestamp", INT64, tag=0, tagged="0+", default=0),
 ])
 _TARGET_MEMBER_VALUE = Struct([f("topic_partitions", Array(_TOPIC_PARTITIONS))])
+_TOPIC_PARTITIONS_INFO = Struct([f("topic_id", UUID), f("topic_name", STRING), f("partitions", Array(INT32))])
+_STATE_PARTITION_METADATA_VALUE = Struct([
+    f("initializing_topics", Array(_TOPIC_PARTITIONS_INFO)),
+    f("initialized_topics", Array(_TOPIC_PARTITIONS_INFO)),
+    f("deleting_topics", Array(Struct([f("topic_id", UUID), f("topic_name", STRING)]))),
+])
 _CURRENT_ASSIGNMENT_VALUE = Struct([
     f("member_epoch", INT32),
     f("previous_member_epoch", INT32),
@@ -115,9 +122,16 @@ class ShareCurrentAssignmentValue:
     assigned: Assignment = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class ShareStateTopicsValue:
+    """Type 15: topic id -> (name, partitions) whose share state the group may have."""
+
+    initialized: tuple[tuple[uuid.UUID, str, tuple[int, ...]], ...] = ()
+
+
 ShareKey = ShareGroupKey | ShareMemberKey
 ShareValue = (ShareMemberMetadataValue | ShareGroupEpochValue | ShareTargetEpochValue | ShareTargetMemberValue
-              | ShareCurrentAssignmentValue)
+              | ShareCurrentAssignmentValue | ShareStateTopicsValue)
 
 
 def _assignment_out(assignment: Assignment) -> list[dict[str, object]]:
@@ -164,6 +178,11 @@ def _value_struct_and_body(value: ShareValue) -> tuple[Struct, dict[str, object]
                                         "assignment_timestamp": value.assignment_timestamp}
     if isinstance(value, ShareTargetMemberValue):
         return _TARGET_MEMBER_VALUE, {"topic_partitions": _assignment_out(value.partitions)}
+    if isinstance(value, ShareStateTopicsValue):
+        return _STATE_PARTITION_METADATA_VALUE, {
+            "initializing_topics": [], "deleting_topics": [],
+            "initialized_topics": [{"topic_id": t, "topic_name": n, "partitions": list(p)}
+                                   for t, n, p in value.initialized]}
     return _CURRENT_ASSIGNMENT_VALUE, {
         "member_epoch": value.member_epoch, "previous_member_epoch": value.previous_member_epoch,
         "state": value.state, "assigned_partitions": _assignment_out(value.assigned)}
@@ -183,6 +202,7 @@ _VALUE_STRUCTS = {
     SHARE_TARGET_ASSIGNMENT_METADATA: _TARGET_METADATA_VALUE,
     SHARE_TARGET_ASSIGNMENT_MEMBER: _TARGET_MEMBER_VALUE,
     SHARE_CURRENT_MEMBER_ASSIGNMENT: _CURRENT_ASSIGNMENT_VALUE,
+    SHARE_STATE_PARTITION_METADATA: _STATE_PARTITION_METADATA_VALUE,
 }
 
 
@@ -201,5 +221,9 @@ def decode_share_value(record_type: int, data: bytes) -> ShareValue:
         return ShareTargetEpochValue(body["assignment_epoch"], body["assignment_timestamp"])
     if record_type == SHARE_TARGET_ASSIGNMENT_MEMBER:
         return ShareTargetMemberValue(_assignment_in(body["topic_partitions"]))
+    if record_type == SHARE_STATE_PARTITION_METADATA:
+        # Kafka's initializing topics may have share state too: kept with the initialized ones.
+        topics = [*body["initializing_topics"], *body["initialized_topics"]]
+        return ShareStateTopicsValue(tuple((t["topic_id"], t["topic_name"], tuple(t["partitions"])) for t in topics))
     return ShareCurrentAssignmentValue(body["member_epoch"], body["previous_member_epoch"], body["state"],
                                        _assignment_in(body["assigned_partitions"]))

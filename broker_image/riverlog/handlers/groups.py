@@ -14,6 +14,8 @@ else those the principal may DESCRIBE.
 
 from __future__ import annotations
 
+import logging
+import uuid
 from typing import TYPE_CHECKING, Any
 
 from ..coordinator.membership import JoinRequest, LeavingMember, SyncRequest, join_error, sync_error
@@ -25,6 +27,8 @@ from .common import Body, client_endpoint
 
 if TYPE_CHECKING:
     from .host import BrokerHost
+
+log = logging.getLogger(__name__)
 
 KEY_TYPE_GROUP = 0
 KEY_TYPE_TRANSACTION = 1
@@ -262,11 +266,31 @@ async def handle_delete_groups(broker: BrokerHost, ctx: RequestContext, req: Bod
 
 
 async def _delete_on_shard(broker: BrokerHost, group_ids: list[str]) -> list[Body]:
-    """Delete groups that share one offsets partition (one write for all of them)."""
+    """Delete groups that share one offsets partition (one write for all of them); a share group's
+    share state goes too, through the share coordinator (best effort: a failure is logged)."""
+    state_topics: dict[str, list[tuple[uuid.UUID, int]]] = {}
     try:
+        shard = broker.coordinator.shard_for(group_ids[0])
+        for g in group_ids:
+            share_group = shard.share_groups.get(g)
+            if share_group is not None:
+                state_topics[g] = [(tid, count) for tid, (_, count) in share_group.state_topics.items()]
         body: dict[str, Any] = await broker.coordinator.call(
             group_ids[0], lambda s, token: s.delete_groups(token, group_ids))
     except KafkaError as exc:
         return [{"group_id": g, "error_code": exc.code} for g in group_ids]
     results: list[Body] = body["results"]
+    persister = broker.share_partitions.persister
+    for result in results:
+        topics = state_topics.get(result["group_id"])
+        if persister is None or not topics or result["error_code"] != ErrorCode.NONE:
+            continue
+        for topic_id, count in topics:
+            if broker.image.topic_by_id(topic_id) is None:
+                continue
+            for index in range(count):
+                code = await persister.delete(result["group_id"], topic_id, index)
+                if code != ErrorCode.NONE:
+                    log.warning("share group %s deleted, but not its share state of %s-%d: %s",
+                                result["group_id"], topic_id, index, code.name)
     return results
