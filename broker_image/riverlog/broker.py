@@ -48,10 +48,15 @@ from .quotas.manager import ClientQuotaManager
 from .quotas.rate import WindowConfig
 from .schema_registry.embedded import EmbeddedRegistry
 from .security.access import AccessControl
+from .security.client_config import inter_broker_security
 from .security.sasl.scram import ScramCredential
 from .server.dispatch import Dispatcher
 from .server.lifecycle import run_until_signalled
 from .server.socket_server import SocketServer
+from .share.coordinator import ShareCoordinator, ShareCoordinatorConfig
+from .share.manager import SharePartitionManager, share_settings
+from .share.persister import SharePersister
+from .share.sessions import ShareSessionCache
 from .transactions.config import TxnConfig
 from .transactions.runtime import TransactionCoordinator
 
@@ -104,6 +109,8 @@ class Broker:
                                        on_partitions_offline=self._partitions_went_offline)
         self.fetch_sessions = FetchSessionCache(config.get_int("max.incremental.fetch.session.cache.slots"),
                                                 config.get_int("min.incremental.fetch.session.eviction.ms"))
+        # KIP-932 share groups: the leader's side (share sessions, in-flight record states).
+        self.share_sessions = ShareSessionCache()
         self.metrics = Metrics()
         self.metrics.track_partitions(self.replicas.stats)
         # ACLs (authorizer.class.name): handlers ask it before acting.
@@ -119,6 +126,13 @@ class Broker:
         self.transactions = TransactionCoordinator(TxnConfig.from_broker(config), self.node_id, self.replicas,
                                                    self.controller, config.inter_broker_listener(),
                                                    local_markers=lambda body: write_txn_markers(self, body))
+        share_config = ShareCoordinatorConfig.from_broker(config)
+        self.share_coordinator = ShareCoordinator(share_config, self.node_id, self.replicas, self.controller)
+        self.share_persister = SharePersister(self.node_id, self.share_coordinator, lambda: self.controller.image,
+                                              config.inter_broker_listener(), inter_broker_security(config),
+                                              share_config.write_timeout_ms / 1000)
+        self.share_partitions = SharePartitionManager(share_settings(config), persister=self.share_persister)
+        self.metrics.track_share_partitions(self._share_partition_stats)
         self.coordinator.on_load_time = self.metrics.coordinator_load_seconds.labels("group").observe
         self.transactions.on_load_time = self.metrics.coordinator_load_seconds.labels("transaction").observe
         self.transactions.on_completed = (
@@ -161,6 +175,18 @@ class Broker:
     def image(self) -> MetadataImage:
         return self.controller.image
 
+    def _share_partition_stats(self) -> Iterator[tuple[str, str, int, int, int, int, int]]:
+        """The share-partitions of partitions led here, in the leader epoch they were taken up in."""
+        image = self.controller.image
+        for (group, topic_id, index), leader_epoch, part in self.share_partitions.items():
+            topic = image.topic_by_id(topic_id)
+            replica = self.replicas.get(topic.name, index) if topic is not None else None
+            if topic is None or replica is None or not replica.is_leader or replica.leader_epoch != leader_epoch:
+                continue
+            in_flight = part.end_offset - part.start_offset
+            pending = max(0, replica.high_watermark - part.start_offset - part.delivery_complete_count())
+            yield group, topic.name, index, part.start_offset, in_flight, part.acquired_count(), pending
+
     def _lso_lag(self) -> Iterator[tuple[str, int, int]]:
         """High watermark minus last stable offset of each partition led here (metrics)."""
         for (topic, index), partition in list(self.replicas.partitions.items()):
@@ -184,6 +210,7 @@ class Broker:
         # After the replica manager: the coordinator loads the offsets partitions it now leads.
         self._unsubscribe.append(self.controller.subscribe(lambda old, new: self.coordinator.on_image(new)))
         self._unsubscribe.append(self.controller.subscribe(lambda old, new: self.transactions.on_image(new)))
+        self._unsubscribe.append(self.controller.subscribe(lambda old, new: self.share_coordinator.on_image(new)))
         self.client_quotas.update(self.controller.image.client_quotas)
         self._unsubscribe.append(self.controller.subscribe(self._quotas_changed))
         if self.controller.image is not loaded:
@@ -191,6 +218,7 @@ class Broker:
             self.replicas.on_image(loaded, self.controller.image, now_ms())
         self.coordinator.on_image(self.controller.image)
         self.transactions.on_image(self.controller.image)
+        self.share_coordinator.on_image(self.controller.image)
         self.transactions.start()
         await self.health.start()
         endpoints = [Endpoint(lst.name, lst.host, lst.port) for lst in self.config.advertised_listeners()]
@@ -277,6 +305,7 @@ class Broker:
         # clients of those groups then look for their coordinator again and get an error).
         self.coordinator.on_image(self.controller.image)
         self.transactions.on_image(self.controller.image)
+        self.share_coordinator.on_image(self.controller.image)
 
     def flush_if_needed(self, partition: Partition) -> None:
         if partition.log.needs_flush:
@@ -319,6 +348,8 @@ class Broker:
         self.sockets.close()
         await self._bounded("stopping the group coordinator", self.coordinator.stop())
         await self._bounded("stopping the transaction coordinator", self.transactions.stop())
+        await self._bounded("stopping the share coordinator", self.share_coordinator.stop())
+        await self._bounded("closing the share persister's connections", self.share_persister.stop())
         for unsubscribe in self._unsubscribe:
             unsubscribe()
         await self._bounded("stopping the log cleaner", self.log_cleaner.stop())  # before the logs close
@@ -356,6 +387,8 @@ class Broker:
         await self.replicas.fetchers.stop()
         await self.coordinator.stop()
         await self.transactions.stop()
+        await self.share_coordinator.stop()
+        await self.share_persister.stop()
         await self.log_cleaner.stop()
         self._flushes_closed = True
         self._flushes.shutdown(wait=False)

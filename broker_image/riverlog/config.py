@@ -122,6 +122,21 @@ DEFAULTS: dict[str, str] = {
     "group.consumer.max.heartbeat.interval.ms": "15000",
     "group.consumer.max.size": "2147483647",
     "group.consumer.assignors": "uniform,range",
+    # KIP-932 share groups: Kafka's names and defaults.
+    "group.share.session.timeout.ms": "45000",
+    "group.share.heartbeat.interval.ms": "5000",
+    "group.share.max.size": "200",
+    "group.share.record.lock.duration.ms": "30000",
+    "group.share.min.record.lock.duration.ms": "15000",
+    "group.share.max.record.lock.duration.ms": "60000",
+    "group.share.delivery.count.limit": "5",
+    "group.share.partition.max.record.locks": "2000",
+    # The share coordinator's __share_group_state topic (Kafka's names and defaults).
+    "share.coordinator.state.topic.num.partitions": "50",
+    "share.coordinator.state.topic.replication.factor": "3",
+    "share.coordinator.state.topic.min.isr": "2",
+    "share.coordinator.state.topic.segment.bytes": "104857600",
+    "share.coordinator.write.timeout.ms": "5000",
     "offset.metadata.max.bytes": "4096",
     "offsets.retention.minutes": "10080",
     "offsets.retention.check.interval.ms": "600000",
@@ -421,6 +436,19 @@ class BrokerConfig:
                     "group.consumer.min.heartbeat.interval.ms", "group.consumer.max.heartbeat.interval.ms",
                     "group.consumer.max.size"):
             self.get_int(key)
+        for key in ("group.share.session.timeout.ms", "group.share.heartbeat.interval.ms", "group.share.max.size",
+                    "group.share.record.lock.duration.ms", "group.share.delivery.count.limit",
+                    "group.share.partition.max.record.locks", "group.share.min.record.lock.duration.ms",
+                    "group.share.max.record.lock.duration.ms", "share.coordinator.state.topic.num.partitions",
+                    "share.coordinator.state.topic.replication.factor", "share.coordinator.state.topic.min.isr",
+                    "share.coordinator.state.topic.segment.bytes", "share.coordinator.write.timeout.ms"):
+            if self.get_int(key) < 1:
+                raise ConfigError(f"{key} must be at least 1, got {self.get(key)}")
+        lock = self.get_int("group.share.record.lock.duration.ms")
+        if not self.get_int("group.share.min.record.lock.duration.ms") <= lock <= \
+                self.get_int("group.share.max.record.lock.duration.ms"):
+            raise ConfigError("group.share.record.lock.duration.ms must be between "
+                              "group.share.min.record.lock.duration.ms and group.share.max.record.lock.duration.ms")
         for key in ("transaction.state.log.num.partitions", "transaction.state.log.replication.factor",
                     "transaction.state.log.min.isr", "transaction.state.log.segment.bytes",
                     "transaction.state.log.load.buffer.size", "transaction.max.timeout.ms",

@@ -40,6 +40,9 @@ ControllerStats = tuple[bool, int]
 TxnCoordinatorStats = tuple[int, int, float | None]
 # (topic, partition, high watermark minus last stable offset) for partitions led here
 LsoLagStats = tuple[str, int, int]
+# (share group, topic, partition, share-partition start offset, in-flight records, acquired
+# records, records not yet done up to the high watermark) for share-partitions led here
+SharePartitionStats = tuple[str, str, int, int, int, int, int]
 # A client quota sensor (quotas/manager.py): (kind: produce/fetch/request, user or "", client id or
 # "", rate per second, quota bound or NaN, throttle milliseconds total, throttled responses, value
 # total: bytes, or percent-seconds of request time)
@@ -133,6 +136,31 @@ class _ConsumerGroupCollector(Collector):
                 epochs.add_metric([group], epoch)
                 reconciling.add_metric([group], behind)
         yield from (committed, lag, members, states, epochs, reconciling)
+
+
+class _SharePartitionCollector(Collector):
+    """The share-partitions (KIP-932) of the partitions this broker leads, read at scrape time."""
+
+    def __init__(self, source: Callable[[], Iterable[SharePartitionStats]]) -> None:
+        self._source = source
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        labels = ["group", "topic", "partition"]
+        start = GaugeMetricFamily("riverlog_share_partition_start_offset",
+                                  "Share-partition start offset: every record below it is done", labels=labels)
+        in_flight = GaugeMetricFamily("riverlog_share_partition_in_flight_records",
+                                      "Records between the share-partition start and end offsets", labels=labels)
+        acquired = GaugeMetricFamily("riverlog_share_partition_acquired_records",
+                                     "Records acquired by share group members and locked", labels=labels)
+        lag = GaugeMetricFamily("riverlog_share_partition_lag",
+                                "Records up to the high watermark not yet acknowledged or archived", labels=labels)
+        for group, topic, partition, spso, flight, held, pending in self._source():
+            key = [group, topic, str(partition)]
+            start.add_metric(key, spso)
+            in_flight.add_metric(key, flight)
+            acquired.add_metric(key, held)
+            lag.add_metric(key, pending)
+        yield from (start, in_flight, acquired, lag)
 
 
 class _ControllerCollector(Collector):
@@ -306,6 +334,9 @@ class Metrics:
     def track_transactions(self, coordinator: Callable[[], Iterable[TxnCoordinatorStats]],
                            lso_lag: Callable[[], Iterable[LsoLagStats]]) -> None:
         self.registry.register(_TransactionCollector(coordinator, lso_lag))
+
+    def track_share_partitions(self, source: Callable[[], Iterable[SharePartitionStats]]) -> None:
+        self.registry.register(_SharePartitionCollector(source))
 
     def track_controller(self, source: Callable[[], ControllerStats]) -> None:
         self.registry.register(_ControllerCollector(source))

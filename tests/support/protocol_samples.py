@@ -166,11 +166,43 @@ def roundtrip(message: Message, version: int, value: dict[str, Any]) -> dict[str
 
 
 def spec_json(message: Message) -> dict[str, Any]:
-    """Kafka's message JSON for ``message`` as kafka-python vendors it (comments stripped)."""
+    """Kafka's message JSON for ``message`` as kafka-python vendors it (comments stripped); for
+    the messages it does not vendor (the KIP-932 share-group APIs), the JSON inside the
+    kafka-clients jar of the Kafka release the tests compare with."""
     from kafka.protocol.schemas.load_json import load_json
 
-    spec: dict[str, Any] = load_json(message.name)
+    try:
+        spec: dict[str, Any] = load_json(message.name)
+    except FileNotFoundError:
+        spec = kafka_clients_spec_json(message.name)
     return spec
+
+
+def kafka_clients_spec_json(name: str) -> dict[str, Any]:
+    """``common/message/<name>.json`` from Kafka's kafka-clients jar (installed from Maven into the
+    test cache like the Kafka target's broker), comments stripped."""
+    import json
+    import zipfile
+
+    from support.brokers import kafka_dist
+
+    libs = kafka_dist.install()
+    jar = libs / f"kafka-clients-{kafka_dist.kafka_version()}.jar"
+    with zipfile.ZipFile(jar) as zf:
+        text = zf.read(f"common/message/{name}.json").decode()
+    loaded: dict[str, Any] = json.loads(re.sub(r"(?m)^\s*//.*$", "", text))
+    # As kafka-python's loader does: a field typed by a common struct gets that struct's fields.
+    common = {c["name"]: c["fields"] for c in loaded.get("commonStructs", [])}
+
+    def resolve(fields: list[dict[str, Any]]) -> None:
+        for fld in fields:
+            name = fld["type"].removeprefix("[]")
+            if "fields" not in fld and name in common:
+                fld["fields"] = common[name]
+            resolve(fld.get("fields", []))
+
+    resolve(loaded["fields"])
+    return loaded
 
 
 def spec_versions(text: str | None) -> tuple[int, int]:

@@ -33,6 +33,10 @@ class GroupConfig:
     consumer_max_size: int = 2**31 - 1
     # Server-side assignors by name; the first is the default (group.consumer.assignors).
     consumer_assignors: tuple[str, ...] = ("uniform", "range")
+    # KIP-932 share groups.
+    share_session_timeout_ms: int = 45000
+    share_heartbeat_interval_ms: int = 5000
+    share_max_size: int = 200
 
     @classmethod
     def from_broker(cls, config: BrokerConfig) -> GroupConfig:
@@ -50,6 +54,9 @@ class GroupConfig:
             offsets_topic_segment_bytes=config.get_int("offsets.topic.segment.bytes"),
             offsets_load_buffer_size=config.get_int("offsets.load.buffer.size"),
             **_consumer_group_settings(config),
+            share_session_timeout_ms=config.get_int("group.share.session.timeout.ms"),
+            share_heartbeat_interval_ms=config.get_int("group.share.heartbeat.interval.ms"),
+            share_max_size=config.get_int("group.share.max.size"),
         )
 
 

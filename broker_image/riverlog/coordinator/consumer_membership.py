@@ -176,6 +176,8 @@ class ConsumerMembership(ShardState):
         group = self.consumer_groups.get(group_id)
         if group is not None:
             return group
+        if group_id in self.share_groups:
+            raise HeartbeatError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
         classic = self.groups.get(group_id)
         if classic is not None:
             if not (joining and classic.is_empty):

@@ -9,7 +9,8 @@ record is (Kafka's ``coordinator-key`` api keys):
 - key version 2: group metadata, key ``GroupMetadataKey`` (group), value
   ``GroupMetadataValue``; Kafka writes value version 3;
 - key versions 3 to 8: records of KIP-848 consumer groups (``consumer_records.py``);
-- other key versions (KIP-848's regular expressions, share and streams groups): not written by
+- key versions 10 to 14: records of KIP-932 share groups (``share_records.py``);
+- other key versions (KIP-848's regular expressions, share groups' type 15, streams groups): not written by
   Riverlog; a log that holds them (written by Kafka) is read past them.
 
 A null value (tombstone) deletes the key: compaction eventually drops both. The layouts
@@ -32,6 +33,17 @@ from .consumer_records import (
     decode_consumer_value,
     encode_consumer_key,
     encode_consumer_value,
+)
+from .share_records import (
+    SHARE_KEY_TYPES,
+    ShareGroupKey,
+    ShareKey,
+    ShareMemberKey,
+    ShareValue,
+    decode_share_key,
+    decode_share_value,
+    encode_share_key,
+    encode_share_value,
 )
 
 OFFSET_COMMIT_KEY_VERSION = 1
@@ -126,8 +138,8 @@ class GroupMetadataValue:
     members: tuple[MemberMetadata, ...] = field(default_factory=tuple)
 
 
-RecordKey = OffsetCommitKey | GroupMetadataKey | ConsumerKey
-RecordValue = OffsetCommitValue | GroupMetadataValue | ConsumerValue
+RecordKey = OffsetCommitKey | GroupMetadataKey | ConsumerKey | ShareKey
+RecordValue = OffsetCommitValue | GroupMetadataValue | ConsumerValue | ShareValue
 
 
 @dataclass(frozen=True)
@@ -155,6 +167,8 @@ def _with_version(version: int, struct: Struct, body: dict[str, object], flexibl
 def encode_key(key: RecordKey) -> bytes:
     if isinstance(key, ConsumerGroupKey | ConsumerMemberKey):
         return encode_consumer_key(key)
+    if isinstance(key, ShareGroupKey | ShareMemberKey):
+        return encode_share_key(key)
     if isinstance(key, OffsetCommitKey):
         return _with_version(OFFSET_COMMIT_KEY_VERSION, _OFFSET_COMMIT_KEY,
                              {"group": key.group, "topic": key.topic, "partition": key.partition}, False)
@@ -164,6 +178,8 @@ def encode_key(key: RecordKey) -> bytes:
 def encode_value(value: RecordValue | None) -> bytes | None:
     if value is None:
         return None
+    if isinstance(value, ShareValue):
+        return encode_share_value(value)
     if not isinstance(value, OffsetCommitValue | GroupMetadataValue):
         return encode_consumer_value(value)
     if isinstance(value, OffsetCommitValue):
@@ -203,6 +219,8 @@ def decode_key(data: bytes) -> RecordKey:
         return GroupMetadataKey(body["group"])
     if version in CONSUMER_KEY_TYPES:
         return decode_consumer_key(version, r)
+    if version in SHARE_KEY_TYPES:
+        return decode_share_key(version, r)
     raise UnknownRecord(f"record key version {version}")
 
 
@@ -211,6 +229,8 @@ def decode_value(key: RecordKey, data: bytes | None) -> RecordValue | None:
         return None
     if isinstance(key, ConsumerGroupKey | ConsumerMemberKey):
         return decode_consumer_value(key.record_type, data)
+    if isinstance(key, ShareGroupKey | ShareMemberKey):
+        return decode_share_value(key.record_type, data)
     r = Reader(data)
     version = r.int16()
     if isinstance(key, OffsetCommitKey):

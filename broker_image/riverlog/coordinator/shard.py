@@ -28,6 +28,8 @@ from .group import ClassicGroup, GroupState, Member
 from .membership import Membership
 from .offset_ops import OffsetOps
 from .records import CoordinatorRecord, GroupMetadataKey, GroupMetadataValue, OffsetCommitKey
+from .share_membership import GROUP_TYPE_SHARE, SHARE_PROTOCOL_TYPE, ShareMembership
+from .share_records import ShareGroupKey, ShareMemberKey
 from .state import log
 from .txn_offsets import NO_PRODUCER_ID
 
@@ -39,7 +41,7 @@ GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 <<
 AUTHORIZED_OPERATIONS_OMITTED = -(1 << 31)
 
 
-class GroupShard(Membership, ConsumerMembership, OffsetOps):
+class GroupShard(Membership, ConsumerMembership, ShareMembership, OffsetOps):
     def run(self, now_ms: int, operation: Callable[..., None], *args: Any) -> Result:
         """Run one operation (a bound method of this shard) at ``now_ms``."""
         return self._run(now_ms, lambda: operation(*args))
@@ -54,6 +56,9 @@ class GroupShard(Membership, ConsumerMembership, OffsetOps):
             return
         if isinstance(record.key, ConsumerGroupKey | ConsumerMemberKey):
             self.replay_consumer(record)
+            return
+        if isinstance(record.key, ShareGroupKey | ShareMemberKey):
+            self.replay_share(record)
             return
         assert isinstance(record.key, GroupMetadataKey)
         group_id = record.key.group
@@ -73,6 +78,7 @@ class GroupShard(Membership, ConsumerMembership, OffsetOps):
                 group.subscribed_topics = group.compute_subscribed_topics()
             self.on_loaded_membership()
             self.on_loaded_consumer_groups()
+            self.on_loaded_share_groups()
             self.schedule_expiration()
             if self.groups:
                 log.info("offsets partition %d: %d groups, %d committed offsets, %d pending in %d transactions",
@@ -133,12 +139,27 @@ class GroupShard(Membership, ConsumerMembership, OffsetOps):
                         "group_type": GROUP_TYPE_CONSUMER}
                        for g in self.consumer_groups.values()
                        if not wanted_states or g.state.value.lower() in wanted_states)
+        if not wanted_types or GROUP_TYPE_SHARE in wanted_types:
+            out.extend({"group_id": g.group_id, "protocol_type": SHARE_PROTOCOL_TYPE, "group_state": g.state.value,
+                        "group_type": GROUP_TYPE_SHARE}
+                       for g in self.share_groups.values()
+                       if not wanted_states or g.state.value.lower() in wanted_states)
         return out
 
     def delete_groups(self, token: int, group_ids: Sequence[str]) -> None:
         results: list[Body] = []
         records: list[CoordinatorRecord] = []
         for group_id in group_ids:
+            share_group = self.share_groups.get(group_id)
+            if share_group is not None:
+                if share_group.members:
+                    results.append({"group_id": group_id, "error_code": ErrorCode.NON_EMPTY_GROUP})
+                    continue
+                records.extend(self.share_group_tombstones(group_id))
+                del self.share_groups[group_id]
+                results.append({"group_id": group_id, "error_code": ErrorCode.NONE})
+                log.info("share group %s: deleted", group_id)
+                continue
             consumer_group = self.consumer_groups.get(group_id)
             if consumer_group is not None:
                 if consumer_group.members:

@@ -32,6 +32,7 @@ from .records import (
     MemberMetadata,
     OffsetCommitKey,
 )
+from .share_group import ShareGroup
 from .txn_offsets import PendingTxnOffsets
 
 log = logging.getLogger("riverlog.coordinator")
@@ -44,6 +45,8 @@ class ShardState:
         self.groups: dict[str, ClassicGroup] = {}
         # KIP-848 consumer groups; a group id is in at most one of the two maps.
         self.consumer_groups: dict[str, ConsumerGroup] = {}
+        # KIP-932 share groups; likewise a group id of their own.
+        self.share_groups: dict[str, ShareGroup] = {}
         # The cluster's topics (name -> metadata), from the shell's metadata image.
         self.topics: dict[str, TopicMetadata] = {}
         self.topic_names_by_id: dict[uuid.UUID, str] = {}

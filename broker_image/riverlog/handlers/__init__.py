@@ -47,6 +47,21 @@ from .reassignments import handle_alter_partition_reassignments, handle_list_par
 from .records_admin import handle_delete_records, handle_offset_for_leader_epoch
 from .sasl import handle_sasl_authenticate, handle_sasl_handshake
 from .scram import handle_alter_user_scram_credentials, handle_describe_user_scram_credentials
+from .share_fetch import handle_share_acknowledge, handle_share_fetch
+from .share_groups import (
+    handle_alter_share_group_offsets,
+    handle_delete_share_group_offsets,
+    handle_describe_share_group_offsets,
+    handle_share_group_describe,
+    handle_share_group_heartbeat,
+)
+from .share_state import (
+    handle_delete_share_group_state,
+    handle_initialize_share_group_state,
+    handle_read_share_group_state,
+    handle_read_share_group_state_summary,
+    handle_write_share_group_state,
+)
 from .topics import handle_create_partitions, handle_create_topics, handle_delete_topics
 from .transactions import (
     handle_add_offsets_to_txn,
@@ -101,6 +116,19 @@ HANDLERS: dict[ApiKey, BrokerHandler] = {
     ApiKey.DESCRIBE_GROUPS: handle_describe_groups,
     ApiKey.CONSUMER_GROUP_HEARTBEAT: handle_consumer_group_heartbeat,
     ApiKey.CONSUMER_GROUP_DESCRIBE: handle_consumer_group_describe,
+    ApiKey.SHARE_GROUP_HEARTBEAT: handle_share_group_heartbeat,  # KIP-932 share groups
+    ApiKey.SHARE_GROUP_DESCRIBE: handle_share_group_describe,
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: handle_describe_share_group_offsets,
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: handle_alter_share_group_offsets,
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: handle_delete_share_group_offsets,
+    ApiKey.SHARE_FETCH: handle_share_fetch,  # at the partition leader (share/)
+    ApiKey.SHARE_ACKNOWLEDGE: handle_share_acknowledge,
+    # The share coordinator's RPCs (share/coordinator.py), from partition leaders.
+    ApiKey.INITIALIZE_SHARE_GROUP_STATE: handle_initialize_share_group_state,
+    ApiKey.READ_SHARE_GROUP_STATE: handle_read_share_group_state,
+    ApiKey.WRITE_SHARE_GROUP_STATE: handle_write_share_group_state,
+    ApiKey.DELETE_SHARE_GROUP_STATE: handle_delete_share_group_state,
+    ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: handle_read_share_group_state_summary,
     ApiKey.DELETE_GROUPS: handle_delete_groups,
     ApiKey.OFFSET_COMMIT: handle_offset_commit,
     ApiKey.OFFSET_FETCH: handle_offset_fetch,

@@ -14,6 +14,8 @@ else those the principal may DESCRIBE.
 
 from __future__ import annotations
 
+import logging
+import uuid
 from typing import TYPE_CHECKING, Any
 
 from ..coordinator.membership import JoinRequest, LeavingMember, SyncRequest, join_error, sync_error
@@ -26,8 +28,11 @@ from .common import Body, client_endpoint
 if TYPE_CHECKING:
     from .host import BrokerHost
 
+log = logging.getLogger(__name__)
+
 KEY_TYPE_GROUP = 0
 KEY_TYPE_TRANSACTION = 1
+KEY_TYPE_SHARE = 2
 # What Kafka's Errors.message() says for the codes FindCoordinator v1-3 can return.
 _MESSAGES = {
     ErrorCode.NONE: "NONE",
@@ -56,8 +61,14 @@ async def _find(broker: BrokerHost, ctx: RequestContext, key_type: int, key: str
         # The leader of the id's __transaction_state partition (the topic is made on first need).
         await broker.transactions.ensure_topic()
         node_id = broker.transactions.coordinator_of(key)
+    elif key_type == KEY_TYPE_SHARE:
+        # A share-partition's share coordinator ("group:topic id:partition"): inter-broker.
+        if not on_cluster(broker, ctx, Operation.CLUSTER_ACTION):
+            return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, -1, "", -1
+        await broker.share_coordinator.ensure_topic()
+        node_id = broker.share_coordinator.coordinator_of(key)
     elif key_type != KEY_TYPE_GROUP:
-        return ErrorCode.INVALID_REQUEST, -1, "", -1  # share groups are not supported
+        return ErrorCode.INVALID_REQUEST, -1, "", -1
     else:
         await broker.coordinator.ensure_offsets_topic()
         node_id = broker.coordinator.coordinator_of(key)
@@ -255,11 +266,31 @@ async def handle_delete_groups(broker: BrokerHost, ctx: RequestContext, req: Bod
 
 
 async def _delete_on_shard(broker: BrokerHost, group_ids: list[str]) -> list[Body]:
-    """Delete groups that share one offsets partition (one write for all of them)."""
+    """Delete groups that share one offsets partition (one write for all of them); a share group's
+    share state goes too, through the share coordinator (best effort: a failure is logged)."""
+    state_topics: dict[str, list[tuple[uuid.UUID, int]]] = {}
     try:
+        shard = broker.coordinator.shard_for(group_ids[0])
+        for g in group_ids:
+            share_group = shard.share_groups.get(g)
+            if share_group is not None:
+                state_topics[g] = [(tid, count) for tid, (_, count) in share_group.state_topics.items()]
         body: dict[str, Any] = await broker.coordinator.call(
             group_ids[0], lambda s, token: s.delete_groups(token, group_ids))
     except KafkaError as exc:
         return [{"group_id": g, "error_code": exc.code} for g in group_ids]
     results: list[Body] = body["results"]
+    persister = broker.share_partitions.persister
+    for result in results:
+        topics = state_topics.get(result["group_id"])
+        if persister is None or not topics or result["error_code"] != ErrorCode.NONE:
+            continue
+        for topic_id, count in topics:
+            if broker.image.topic_by_id(topic_id) is None:
+                continue
+            for index in range(count):
+                code = await persister.delete(result["group_id"], topic_id, index)
+                if code != ErrorCode.NONE:
+                    log.warning("share group %s deleted, but not its share state of %s-%d: %s",
+                                result["group_id"], topic_id, index, code.name)
     return results

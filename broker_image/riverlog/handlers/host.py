@@ -24,6 +24,9 @@ if TYPE_CHECKING:
     from ..metrics import Metrics
     from ..security.access import AccessControl
     from ..server.dispatch import Dispatcher
+    from ..share.coordinator import ShareCoordinator
+    from ..share.manager import SharePartitionManager
+    from ..share.sessions import ShareSessionCache
     from ..transactions.runtime import TransactionCoordinator
 
 
@@ -75,6 +78,21 @@ class BrokerHost(QuorumHost, Protocol):
     @property
     def fetch_sessions(self) -> FetchSessionCache:
         """Incremental fetch sessions (KIP-227) of this broker's consumers and followers."""
+        ...
+
+    @property
+    def share_sessions(self) -> ShareSessionCache:
+        """KIP-932 share sessions of the share consumers fetching from this broker."""
+        ...
+
+    @property
+    def share_partitions(self) -> SharePartitionManager:
+        """The share-partitions (in-flight record states per share group) of partitions led here."""
+        ...
+
+    @property
+    def share_coordinator(self) -> ShareCoordinator:
+        """The share coordinator (``__share_group_state`` partitions this broker leads)."""
         ...
 
     @property

@@ -42,6 +42,20 @@ MODULES = (
     # KIP-848 consumer groups (coordinator/consumer_*.py).
     "consumer_group_heartbeat",
     "consumer_group_describe",
+    # KIP-932 share groups: client APIs, share-state RPCs, admin calls (only those with a
+    # handler are advertised).
+    "share_group_heartbeat",
+    "share_group_describe",
+    "share_fetch",
+    "share_acknowledge",
+    "initialize_share_group_state",
+    "read_share_group_state",
+    "write_share_group_state",
+    "delete_share_group_state",
+    "read_share_group_state_summary",
+    "describe_share_group_offsets",
+    "alter_share_group_offsets",
+    "delete_share_group_offsets",
     "txn_offset_commit",
     "elect_leaders",
     "alter_partition_reassignments",

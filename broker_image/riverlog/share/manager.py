@@ -1,0 +1,134 @@
+"""The share-partitions a broker leads: one :class:`SharePartition` per (group, topic id,
+partition), taken up on a group's first fetch and kept durable through the share coordinator.
+
+Taking a share-partition up reads its state (``persister.py``): a share-partition written before
+-- by this broker or by the partition's previous leader -- continues from its start offset and
+in-flight batches (locks do not survive a move: acquired records come back available, with
+their delivery counts); one never written starts where ``share.auto.offset.reset`` says, and
+that start is written at once, so a leader change does not move it. After acknowledgements the
+whole in-flight state is written again (one write at a time per share-partition, so the last
+write always carries the newest state). A share-partition taken up in an older leader epoch is
+dropped and read again: another leader may have moved it on meanwhile; so is one whose write was
+fenced, and one nobody holds records of when a share session opens on it (offsets altered by an
+admin while the group was empty take effect).
+
+The asyncio shell around the pure share-partitions: the handlers pass the log's offsets and the
+time in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from ..protocol.errors import ErrorCode, KafkaError
+from .partition import OffsetReset, SharePartition, ShareSettings
+
+if TYPE_CHECKING:
+    from ..config import BrokerConfig
+    from .persister import SharePersister
+
+log = logging.getLogger(__name__)
+
+ShareKey = tuple[str, uuid.UUID, int]  # (group id, topic id, partition)
+
+
+def share_settings(config: BrokerConfig) -> ShareSettings:
+    return ShareSettings(
+        record_lock_duration_ms=config.get_int("group.share.record.lock.duration.ms"),
+        delivery_count_limit=config.get_int("group.share.delivery.count.limit"),
+        max_record_locks=config.get_int("group.share.partition.max.record.locks"),
+    )
+
+
+@dataclass
+class _Entry:
+    part: SharePartition
+    leader_epoch: int
+    write_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+
+class SharePartitionManager:
+    def __init__(self, settings: ShareSettings, reset: OffsetReset = OffsetReset.LATEST,
+                 persister: SharePersister | None = None) -> None:
+        self.settings = settings
+        self.reset = reset
+        self.persister = persister
+        self._entries: dict[ShareKey, _Entry] = {}
+        self._taking_up: dict[ShareKey, asyncio.Lock] = {}
+
+    async def take_up(self, key: ShareKey, leader_epoch: int, log_start_offset: int,
+                      log_end_offset: int) -> SharePartition:
+        """The share-partition, read from the share coordinator the first time in this leader
+        epoch. Raises KafkaError when its state cannot be read or its start written."""
+        entry = self._entries.get(key)
+        if entry is None or entry.leader_epoch != leader_epoch:
+            lock = self._taking_up.setdefault(key, asyncio.Lock())
+            async with lock:
+                entry = self._entries.get(key)
+                if entry is None or entry.leader_epoch != leader_epoch:
+                    entry = await self._read(key, leader_epoch, log_start_offset, log_end_offset)
+                    self._entries[key] = entry
+        entry.part.advance_log_start(log_start_offset)
+        return entry.part
+
+    async def _read(self, key: ShareKey, leader_epoch: int, log_start: int, log_end: int) -> _Entry:
+        if self.persister is None:
+            return _Entry(SharePartition.initialize(self.reset, log_start, log_end, self.settings), leader_epoch)
+        code, state = await self.persister.read(*key, leader_epoch)
+        if code != ErrorCode.NONE or state is None:
+            raise KafkaError(f"reading the share state of {key}: {code.name}", code)
+        if state.start_offset >= 0:
+            part = SharePartition.from_state(state.start_offset, state.batches, self.settings, state.state_epoch)
+            log.info("share group %s: %s-%d taken up from its state at offset %d", key[0], key[1], key[2],
+                     part.start_offset)
+            return _Entry(part, leader_epoch)
+        entry = _Entry(SharePartition.initialize(self.reset, log_start, log_end, self.settings), leader_epoch)
+        code = await self._write(key, entry)
+        if code != ErrorCode.NONE:
+            raise KafkaError(f"writing the start of {key}: {code.name}", code)
+        return entry
+
+    def refresh_if_idle(self, key: ShareKey) -> None:
+        """A share session opens on the partition: a share-partition nobody holds records of is
+        read again at its next fetch, so offsets altered meanwhile (a new state epoch) apply."""
+        entry = self._entries.get(key)
+        if entry is not None and entry.part.acquired_count() == 0 and not entry.write_lock.locked():
+            del self._entries[key]
+
+    def get(self, key: ShareKey, leader_epoch: int) -> SharePartition | None:
+        entry = self._entries.get(key)
+        return entry.part if entry is not None and entry.leader_epoch == leader_epoch else None
+
+    async def persist(self, key: ShareKey) -> ErrorCode:
+        """Write the share-partition's state (after acknowledgements), one write at a time."""
+        entry = self._entries.get(key)
+        if entry is None or self.persister is None:
+            return ErrorCode.NONE
+        async with entry.write_lock:
+            code = await self._write(key, entry)
+        if code in (ErrorCode.FENCED_STATE_EPOCH, ErrorCode.FENCED_LEADER_EPOCH) and self._entries.get(key) is entry:
+            # Altered offsets or a newer leader: what this broker holds is stale, read it again.
+            del self._entries[key]
+        return code
+
+    async def _write(self, key: ShareKey, entry: _Entry) -> ErrorCode:
+        if self.persister is None:
+            return ErrorCode.NONE
+        part = entry.part
+        return await self.persister.write(*key, part.state_epoch, entry.leader_epoch, part.start_offset,
+                                          part.state_batches(), part.delivery_complete_count())
+
+    def items(self) -> list[tuple[ShareKey, int, SharePartition]]:
+        """(key, leader epoch taken up in, share-partition) of every share-partition held here."""
+        return [(key, entry.leader_epoch, entry.part) for key, entry in self._entries.items()]
+
+    def release_member(self, group_id: str, member_id: str, now_ms: int) -> None:
+        """A member's share session closed: what it holds on this broker is released."""
+        for (group, _, _), entry in self._entries.items():
+            if group == group_id:
+                entry.part.expire_locks(now_ms)
+                entry.part.release_member(member_id)

@@ -1,0 +1,348 @@
+"""One share-partition: the delivery state of a topic partition's records for one share group.
+
+KIP-932 gives a partition queue semantics. The *share-partition start offset* (SPSO) is the first
+offset not yet done with (every record below it was acknowledged or archived); the *end offset*
+(SPEO, kept here exclusive: the first offset never yet handed out) bounds the records *in flight*
+between them, each in one state:
+
+* AVAILABLE -- may be acquired (again);
+* ACQUIRED -- handed to one member, locked until a deadline (``group.share.record.lock.duration.ms``);
+* ACKNOWLEDGED -- accepted by its member, done;
+* ARCHIVED -- rejected, a gap, or delivered ``group.share.delivery.count.limit`` times, done.
+
+A member acknowledges what it holds: ACCEPT (1) acknowledges, RELEASE (2) makes the record
+available again, REJECT (3) archives it, RENEW (4) extends the lock; GAP (0) marks an offset the
+log has no record for (compacted away, a control record) and archives it. A record released,
+whose lock expired, or whose member left, goes back to AVAILABLE unless it was already delivered
+the limit's number of times, then it is archived, so a poison record cannot loop forever. The
+SPSO moves past every done record at the front.
+
+The limit on in-flight records (``group.share.partition.max.record.locks``) bounds the window
+SPEO - SPSO, not the acquired records alone: no new offsets are handed out while the window is
+full, so the state kept per partition stays bounded however far consumers fall behind.
+
+Pure: times are passed in (``now_ms``), the log is seen only through its offsets. Records are
+tracked per offset; what goes on the wire (acquired ranges, persisted state batches) is
+compressed into ranges of equal state and delivery count.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+
+DEFAULT_RECORD_LOCK_DURATION_MS = 30_000
+DEFAULT_DELIVERY_COUNT_LIMIT = 5
+DEFAULT_MAX_RECORD_LOCKS = 2000
+
+
+class RecordState(enum.IntEnum):
+    """Kafka's record state ids (also the ``DeliveryState`` of persisted state batches)."""
+
+    AVAILABLE = 0
+    ACQUIRED = 1
+    ACKNOWLEDGED = 2
+    ARCHIVED = 4
+
+
+DONE = (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
+
+
+class AcknowledgeType(enum.IntEnum):
+    """The ``AcknowledgeTypes`` of ShareFetch/ShareAcknowledge."""
+
+    GAP = 0
+    ACCEPT = 1
+    RELEASE = 2
+    REJECT = 3
+    RENEW = 4
+
+
+class OffsetReset(enum.Enum):
+    """``share.auto.offset.reset``: where a share-partition without state starts."""
+
+    LATEST = "latest"
+    EARLIEST = "earliest"
+
+
+class InvalidRecordState(Exception):
+    """An acknowledgement of records the member does not hold (Kafka's INVALID_RECORD_STATE)."""
+
+
+class InvalidAcknowledgement(Exception):
+    """A malformed acknowledgement batch (Kafka's INVALID_REQUEST)."""
+
+
+@dataclass(frozen=True)
+class ShareSettings:
+    record_lock_duration_ms: int = DEFAULT_RECORD_LOCK_DURATION_MS
+    delivery_count_limit: int = DEFAULT_DELIVERY_COUNT_LIMIT
+    max_record_locks: int = DEFAULT_MAX_RECORD_LOCKS
+
+
+@dataclass
+class InFlightRecord:
+    state: RecordState
+    delivery_count: int
+    member_id: str | None = None
+    lock_deadline_ms: int | None = None
+
+
+@dataclass(frozen=True)
+class AcquiredRange:
+    """Offsets acquired together with the same delivery count (ShareFetch's AcquiredRecords)."""
+
+    first_offset: int
+    last_offset: int
+    delivery_count: int
+
+
+@dataclass(frozen=True)
+class AcknowledgementBatch:
+    """``types`` holds one type for the whole range, or one per offset."""
+
+    first_offset: int
+    last_offset: int
+    types: tuple[int, ...]
+
+    def type_at(self, offset: int) -> int:
+        return self.types[0] if len(self.types) == 1 else self.types[offset - self.first_offset]
+
+
+@dataclass(frozen=True)
+class StateBatch:
+    """A persisted range of equal delivery state and count (WriteShareGroupState's StateBatch)."""
+
+    first_offset: int
+    last_offset: int
+    delivery_state: int
+    delivery_count: int
+
+
+class SharePartition:
+    """The in-flight records of one share-partition and the transitions between their states."""
+
+    def __init__(self, start_offset: int, settings: ShareSettings | None = None, state_epoch: int = 0) -> None:
+        self.settings = settings or ShareSettings()
+        self.state_epoch = state_epoch
+        self.start_offset = start_offset
+        self.end_offset = start_offset
+        self.in_flight: dict[int, InFlightRecord] = {}
+
+    # --- creation -------------------------------------------------------------------------------
+
+    @classmethod
+    def initialize(
+        cls,
+        reset: OffsetReset,
+        log_start_offset: int,
+        log_end_offset: int,
+        settings: ShareSettings | None = None,
+    ) -> SharePartition:
+        """A share-partition the group never had state for: from the log's end (``latest``, only
+        records produced from now on) or from its start (``earliest``)."""
+        start = log_end_offset if reset is OffsetReset.LATEST else log_start_offset
+        return cls(start, settings, state_epoch=0)
+
+    @classmethod
+    def from_state(
+        cls,
+        start_offset: int,
+        batches: Iterable[StateBatch],
+        settings: ShareSettings | None = None,
+        state_epoch: int = 0,
+    ) -> SharePartition:
+        """The share-partition persisted state describes (a new leader taking it over). Locks do
+        not survive a leader change: a record persisted as acquired is available again, keeping
+        its delivery count so it still reaches the limit."""
+        part = cls(start_offset, settings, state_epoch)
+        # A state never spans more than the in-flight window; a larger one (not written by a
+        # leader) is cut to it rather than expanded offset by offset.
+        window_end = start_offset + part.settings.max_record_locks
+        for batch in batches:
+            state = RecordState(batch.delivery_state) if batch.delivery_state in RecordState._value2member_map_ \
+                else RecordState.AVAILABLE
+            if state is RecordState.ACQUIRED:
+                state = RecordState.AVAILABLE
+            for offset in range(max(batch.first_offset, start_offset), min(batch.last_offset + 1, window_end)):
+                part.in_flight[offset] = InFlightRecord(state, batch.delivery_count)
+                part.end_offset = max(part.end_offset, offset + 1)
+        # Offsets between recorded batches were never handed out before the state was written;
+        # they are available with no deliveries.
+        for offset in range(part.start_offset, part.end_offset):
+            part.in_flight.setdefault(offset, InFlightRecord(RecordState.AVAILABLE, 0))
+        part._advance_start()
+        return part
+
+    # --- acquisition ----------------------------------------------------------------------------
+
+    def acquire(self, member_id: str, now_ms: int, fetchable_end: int, max_records: int) -> list[AcquiredRange]:
+        """Hand ``member_id`` up to ``max_records`` records: available in-flight ones first (oldest
+        first), then offsets never handed out, below ``fetchable_end`` (the high watermark, or
+        the last stable offset under read_committed) and within the in-flight window."""
+        acquired: list[int] = []
+        for offset in range(self.start_offset, min(self.end_offset, fetchable_end)):
+            if len(acquired) >= max_records:
+                break
+            if self.in_flight[offset].state is RecordState.AVAILABLE:
+                acquired.append(offset)
+        window_end = self.start_offset + self.settings.max_record_locks
+        while len(acquired) < max_records and self.end_offset < min(fetchable_end, window_end):
+            self.in_flight[self.end_offset] = InFlightRecord(RecordState.AVAILABLE, 0)
+            acquired.append(self.end_offset)
+            self.end_offset += 1
+        deadline = now_ms + self.settings.record_lock_duration_ms
+        for offset in acquired:
+            rec = self.in_flight[offset]
+            rec.state = RecordState.ACQUIRED
+            rec.delivery_count += 1
+            rec.member_id = member_id
+            rec.lock_deadline_ms = deadline
+        return _ranges(acquired, self.in_flight)
+
+    def next_acquirable_offset(self, fetchable_end: int) -> int | None:
+        """The lowest offset :meth:`acquire` would hand out (where the leader starts reading)."""
+        for offset in range(self.start_offset, min(self.end_offset, fetchable_end)):
+            if self.in_flight[offset].state is RecordState.AVAILABLE:
+                return offset
+        window_end = self.start_offset + self.settings.max_record_locks
+        return self.end_offset if self.end_offset < min(fetchable_end, window_end) else None
+
+    def has_acquirable(self, fetchable_end: int) -> bool:
+        """Whether :meth:`acquire` would hand out anything (for a fetch waiting for records)."""
+        window_end = self.start_offset + self.settings.max_record_locks
+        if self.end_offset < min(fetchable_end, window_end):
+            return True
+        return any(r.state is RecordState.AVAILABLE for r in self.in_flight.values())
+
+    # --- acknowledgement ------------------------------------------------------------------------
+
+    def acknowledge(self, member_id: str, batches: Sequence[AcknowledgementBatch], now_ms: int) -> None:
+        """Apply a member's acknowledgements, all or none: every batch is checked first."""
+        for batch in batches:
+            self._check(member_id, batch)
+        for batch in batches:
+            for offset in range(batch.first_offset, batch.last_offset + 1):
+                rec = self.in_flight[offset]
+                kind = AcknowledgeType(batch.type_at(offset))
+                if kind is AcknowledgeType.ACCEPT:
+                    self._finish(rec, RecordState.ACKNOWLEDGED)
+                elif kind is AcknowledgeType.RELEASE:
+                    self._release(rec)
+                elif kind is AcknowledgeType.RENEW:
+                    rec.lock_deadline_ms = now_ms + self.settings.record_lock_duration_ms
+                else:  # REJECT, GAP
+                    self._finish(rec, RecordState.ARCHIVED)
+        self._advance_start()
+
+    def _check(self, member_id: str, batch: AcknowledgementBatch) -> None:
+        if batch.first_offset > batch.last_offset:
+            raise InvalidAcknowledgement(f"first offset {batch.first_offset} after last {batch.last_offset}")
+        count = batch.last_offset - batch.first_offset + 1
+        if len(batch.types) not in (1, count):
+            raise InvalidAcknowledgement(f"{len(batch.types)} acknowledge types for {count} offsets")
+        valid = set(AcknowledgeType)
+        if any(t not in valid for t in batch.types):
+            raise InvalidAcknowledgement(f"unknown acknowledge type in {list(batch.types)}")
+        # Only in-flight offsets can be held: checked first, so a hostile range costs nothing.
+        if batch.first_offset < self.start_offset or batch.last_offset >= self.end_offset:
+            raise InvalidRecordState(f"offsets {batch.first_offset}-{batch.last_offset} are not in flight")
+        for offset in range(batch.first_offset, batch.last_offset + 1):
+            rec = self.in_flight.get(offset)
+            if rec is None or rec.state is not RecordState.ACQUIRED or rec.member_id != member_id:
+                raise InvalidRecordState(f"offset {offset} is not acquired by member {member_id}")
+
+    # --- locks and members ----------------------------------------------------------------------
+
+    def expire_locks(self, now_ms: int) -> list[int]:
+        """Release every record whose lock deadline has passed; the offsets released."""
+        expired = [o for o, r in self._acquired() if r.lock_deadline_ms is not None and r.lock_deadline_ms <= now_ms]
+        for offset in expired:
+            self._release(self.in_flight[offset])
+        self._advance_start()
+        return expired
+
+    def next_lock_deadline(self) -> int | None:
+        deadlines = [r.lock_deadline_ms for _, r in self._acquired() if r.lock_deadline_ms is not None]
+        return min(deadlines) if deadlines else None
+
+    def release_member(self, member_id: str) -> list[int]:
+        """A member left (or its share session closed): what it held is released."""
+        held = [o for o, r in self._acquired() if r.member_id == member_id]
+        for offset in held:
+            self._release(self.in_flight[offset])
+        self._advance_start()
+        return held
+
+    def acquired_by(self, member_id: str) -> list[int]:
+        return [o for o, r in self._acquired() if r.member_id == member_id]
+
+    # --- the log moving under the partition -----------------------------------------------------
+
+    def advance_log_start(self, log_start_offset: int) -> None:
+        """Records below the log start offset are gone (retention, DeleteRecords): nothing below it
+        can be delivered, so the SPSO moves up to it."""
+        if log_start_offset <= self.start_offset:
+            return
+        for offset in range(self.start_offset, min(log_start_offset, self.end_offset)):
+            self.in_flight.pop(offset, None)
+        self.start_offset = log_start_offset
+        self.end_offset = max(self.end_offset, log_start_offset)
+        self._advance_start()
+
+    # --- persistence ----------------------------------------------------------------------------
+
+    def state_batches(self) -> list[StateBatch]:
+        """The in-flight records as persisted: ranges of equal state and delivery count. An
+        acquired record is written as available (locks belong to the leader that granted them)."""
+        out: list[StateBatch] = []
+        for offset in range(self.start_offset, self.end_offset):
+            rec = self.in_flight[offset]
+            state = RecordState.AVAILABLE if rec.state is RecordState.ACQUIRED else rec.state
+            last = out[-1] if out else None
+            if (last is not None and last.last_offset == offset - 1 and last.delivery_state == state
+                    and last.delivery_count == rec.delivery_count):
+                out[-1] = StateBatch(last.first_offset, offset, state, rec.delivery_count)
+            else:
+                out.append(StateBatch(offset, offset, state, rec.delivery_count))
+        return out
+
+    def acquired_count(self) -> int:
+        return sum(1 for r in self.in_flight.values() if r.state is RecordState.ACQUIRED)
+
+    def delivery_complete_count(self) -> int:
+        """In-flight records already done (acknowledged or archived), for lag (KIP-1226)."""
+        return sum(1 for r in self.in_flight.values() if r.state in DONE)
+
+    # --- internals ------------------------------------------------------------------------------
+
+    def _acquired(self) -> Iterator[tuple[int, InFlightRecord]]:
+        return ((o, r) for o, r in sorted(self.in_flight.items()) if r.state is RecordState.ACQUIRED)
+
+    def _release(self, rec: InFlightRecord) -> None:
+        limit_reached = rec.delivery_count >= self.settings.delivery_count_limit
+        self._finish(rec, RecordState.ARCHIVED if limit_reached else RecordState.AVAILABLE)
+
+    @staticmethod
+    def _finish(rec: InFlightRecord, state: RecordState) -> None:
+        rec.state = state
+        rec.member_id = None
+        rec.lock_deadline_ms = None
+
+    def _advance_start(self) -> None:
+        while self.start_offset < self.end_offset and self.in_flight[self.start_offset].state in DONE:
+            del self.in_flight[self.start_offset]
+            self.start_offset += 1
+
+
+def _ranges(offsets: Sequence[int], records: dict[int, InFlightRecord]) -> list[AcquiredRange]:
+    out: list[AcquiredRange] = []
+    for offset in offsets:
+        count = records[offset].delivery_count
+        last = out[-1] if out else None
+        if last is not None and last.last_offset == offset - 1 and last.delivery_count == count:
+            out[-1] = AcquiredRange(last.first_offset, offset, count)
+        else:
+            out.append(AcquiredRange(offset, offset, count))
+    return out
