@@ -36,7 +36,8 @@ LAYERS: list[set[str]] = [
     {"server"},  # listeners, connections, request dispatch
     {"controller"},  # metadata: records, image, decisions, Raft, the quorum
     {"cluster"},  # partitions and replication, following the metadata image
-    {"coordinator", "transactions", "coordinator_runtime"},  # consumer groups, transactions, their shared shell
+    # consumer groups, transactions, share groups' state (share partitions, the share coordinator), their shared shell
+    {"coordinator", "transactions", "share", "coordinator_runtime"},
     {"handlers"},  # one module per API family, bound to a host (handlers/host.py)
     {"schema_registry"},  # the schema registry (issue #20): a Kafka client of the cluster, servable in a broker
     {"broker", "controller_node", "devcluster"},  # the nodes, assembled
