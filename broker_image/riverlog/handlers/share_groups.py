@@ -6,7 +6,8 @@ with Kafka's messages); the protocol is the group coordinator's (``coordinator/s
 As Kafka: READ on the group for a heartbeat, DESCRIBE for a describe. DescribeShareGroupOffsets
 answers each partition's share-partition start offset from the share coordinator (through the
 leader's persister); a null topic list means the topics the group's members subscribe to
-(Kafka: the topics whose share state it initialized), and lag is not computed yet (-1).
+(Kafka: the topics whose share state it initialized); the lag is known where this broker leads
+the partition (-1 elsewhere).
 AlterShareGroupOffsets, on an empty group only (NON_EMPTY_GROUP otherwise), starts each named
 share-partition afresh at the given offset in a new state epoch (InitializeShareGroupState): the
 leaders read it again when the next share session opens. DeleteShareGroupOffsets, likewise on an
@@ -24,6 +25,7 @@ from ..coordinator.share_group import LEAVE_EPOCH
 from ..coordinator.share_membership import share_heartbeat_error
 from ..protocol.errors import ErrorCode, KafkaError
 from ..server.dispatch import RequestContext
+from ..share.persister import PersistedState
 from .authorize import Operation, on_group, on_topic
 from .common import Body
 from .groups import client_host
@@ -120,6 +122,15 @@ async def handle_describe_share_group_offsets(broker: BrokerHost, ctx: RequestCo
     return {"throttle_time_ms": 0, "groups": groups}
 
 
+def _lag(broker: BrokerHost, topic: str, index: int, state: PersistedState | None) -> int:
+    """Records up to the high watermark not yet done (KIP-1226): known where this broker leads the
+    partition and the state counts what is done past its start; -1 otherwise."""
+    replica = broker.replicas.get(topic, index)
+    if state is None or state.delivery_complete_count < 0 or replica is None or not replica.is_leader:
+        return -1
+    return max(0, replica.high_watermark - state.start_offset - state.delivery_complete_count)
+
+
 async def _describe_topic_offsets(broker: BrokerHost, ctx: RequestContext, group_id: str, wanted: Body) -> Body:
     name = wanted["topic_name"]
     topic = broker.image.topics.get(name)
@@ -139,8 +150,8 @@ async def _describe_topic_offsets(broker: BrokerHost, ctx: RequestContext, group
         code, state = (ErrorCode.NONE, None) if persister is None else \
             await persister.summary(group_id, topic.topic_id, index)
         parts.append({"partition_index": index, "start_offset": state.start_offset if state is not None else -1,
-                      "leader_epoch": topic.partitions[index].leader_epoch, "lag": -1, "error_code": code,
-                      "error_message": None})
+                      "leader_epoch": topic.partitions[index].leader_epoch, "lag": _lag(broker, name, index, state),
+                      "error_code": code, "error_message": None})
     return {"topic_name": name, "topic_id": topic.topic_id, "partitions": parts}
 
 

@@ -38,6 +38,7 @@ class PersistedState:
     state_epoch: int
     start_offset: int  # -1: never written
     batches: tuple[StateBatch, ...]
+    delivery_complete_count: int = -1  # records past the start already done (-1: unknown)
 
 
 class SharePersister:
@@ -79,8 +80,12 @@ class SharePersister:
             return code, None
         if "state" in body:
             state = body["state"]
-            return code, None if state is None else PersistedState(state.state_epoch, state.start_offset, ())
-        return code, None if body["start_offset"] < 0 else PersistedState(body["state_epoch"], body["start_offset"], ())
+            return code, None if state is None else PersistedState(state.state_epoch, state.start_offset, (),
+                                                                   state.delivery_complete_count)
+        if body["start_offset"] < 0:
+            return code, None
+        return code, PersistedState(body["state_epoch"], body["start_offset"], (),
+                                    body.get("delivery_complete_count", -1))
 
     async def initialize(self, group_id: str, topic_id: uuid.UUID, partition: int, state_epoch: int,
                          start_offset: int) -> ErrorCode:
