@@ -1,5 +1,5 @@
 """Workload sizes: ``full`` is the benchmark of issues #8, #15, #16 (W12), #19 (M1, M1E), #20
-(SR1, SR1I, SR2) and #21 (G1),
+(SR1, SR1I, SR2) and #21 (G1, S1),
 ``smoke`` a tiny run that only proves the harness works end to end (its numbers mean nothing)."""
 
 from __future__ import annotations
@@ -58,6 +58,11 @@ class Scale:
     # with each group protocol.
     g1_members: int
     g1_partitions: int
+    # S1 (issue #21): s1_consumers share consumers read s1_records records of record_bytes from a
+    # topic of s1_partitions.
+    s1_records: int
+    s1_partitions: int
+    s1_consumers: int
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -84,6 +89,7 @@ FULL = Scale(
     # writes/s, a few thousand reads/s; about 5,000 records/s round trip with JSON Schema).
     sr_subjects=2_000, sr_lookups=10_000, sr_clients=8, sr_serde_records=50_000, sr_seed=20,
     g1_members=10, g1_partitions=30,
+    s1_records=1_000_000, s1_partitions=4, s1_consumers=4,
 )
 
 SMOKE = Scale(
@@ -105,6 +111,7 @@ SMOKE = Scale(
     m1_records=2_000, m1_partitions=8, m1_tasks=2,
     sr_subjects=20, sr_lookups=50, sr_clients=4, sr_serde_records=200, sr_seed=20,
     g1_members=2, g1_partitions=4,
+    s1_records=2_000, s1_partitions=2, s1_consumers=2,
 )
 
 SCALES = {"full": FULL, "smoke": SMOKE}

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness import clients, latency, mirror, omb, perftools, rebalance, registry, resources, serde, systems, txn
+from harness import clients, latency, mirror, omb, perftools, rebalance, registry, resources, serde, share, systems, txn
 from harness import secure as secure_harness
 from harness.metrics import (
     AT_LEAST_KAFKA,
@@ -616,6 +616,29 @@ class G1(Workload):
         return {**values, **meter.values(None)}
 
 
+class S1(Workload):
+    """Share-group throughput (issue #21, acceptance 5; ``harness/share.py``): ``s1_consumers``
+    Java KafkaShareConsumers of one share group read ``s1_records`` records of 1 KiB from a topic
+    of ``s1_partitions`` partitions, acknowledging implicitly; records acknowledged per second."""
+
+    def __init__(self) -> None:
+        super().__init__("S1", "share group: Java KafkaShareConsumers, implicit acknowledgement, 1 KiB records, "
+                         "1 broker", [
+                             Metric("records_s", "records acknowledged/s", "records/s", True),
+                             Metric("mb_s", "MB/s acknowledged", "MB/s", True),
+                             *resource_metrics(),
+                         ])
+
+    def run(self, system: str, workdir: Path, scale: Scale, state: Any) -> Values:
+        n, size = scale.s1_records, scale.record_bytes
+        with systems.single_broker(system, workdir) as broker:
+            clients.create_topics(broker.bootstrap, {TOPIC: scale.s1_partitions})
+            with _meter(broker) as meter:
+                rate, seconds = share.share_throughput(broker.bootstrap, TOPIC, scale.s1_partitions, n, size,
+                                                       scale.s1_consumers)
+        return {"records_s": rate, "mb_s": _mb(n, size, seconds), **meter.values(n * size)}
+
+
 CATCH_UP = "consume catch-up, 1 KiB records, 1 broker"
 W3 = CatchUp("W3", f"{CATCH_UP}, 8 partitions", lambda s: (PARTITIONS, s.w3_bytes))
 W3S = CatchUp("W3S", f"{CATCH_UP}, 8 partitions, over SASL_SSL", lambda s: (PARTITIONS, s.w3_bytes), secure=True)
@@ -626,5 +649,5 @@ OMB = [Omb(16, 1), Omb(16, 4), Omb(100, 1), Omb(100, 4)]
 
 WORKLOADS: dict[str, Workload] = {
     w.key: w for w in (W1(), W1(secure=True), W2(), W3, W3S, W4(), W5(), W6(), W7(), W8(), W9, W10, W11(), W12(), *OMB,
-                       M1(), M1(exactly_once=True), SR1(), SR1(in_broker=True), SR2(), G1())
+                       M1(), M1(exactly_once=True), SR1(), SR1(in_broker=True), SR2(), G1(), S1())
 }

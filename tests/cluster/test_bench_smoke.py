@@ -1,12 +1,12 @@
 """The benchmark harness (bench/run.py) end to end at smoke scale: every workload (W1–W12, W1S and W3S
 over SASL_SSL, the OMB-style O16x1, O16x4, O100x1, O100x4, M1, MirrorMaker 2 between two clusters of
-each system, and G1, group rebalance with both group protocols) against Riverlog and Apache Kafka,
-one round of tiny sizes. M1E (M1 exactly-once) is left out: another 20 s for what M1 and the cluster
-tier's MirrorMaker 2 test already cover. The schema registry's SR1 and SR2 (issue #20) run in a
-second, Riverlog-only run. It checks that the harness works (JSON with every run, ratios, table,
-plot, the brokers' CPU and memory reported by every workload), never how fast anything was: speed
-lives in docs/benchmarks.md. It is in the cluster tier because W2, W6 and W11 start three-broker
-clusters."""
+each system, G1, group rebalance with both group protocols, and S1, share-group throughput) against
+Riverlog and Apache Kafka, one round of tiny sizes. M1E (M1 exactly-once) is left out: another 20 s
+for what M1 and the cluster tier's MirrorMaker 2 test already cover. The schema registry's SR1 and
+SR2 (issue #20) run in a second, Riverlog-only run. It checks that the harness works (JSON with
+every run, ratios, table, plot, the brokers' CPU and memory reported by every workload), never how
+fast anything was: speed lives in docs/benchmarks.md. It is in the cluster tier because W2, W6 and
+W11 start three-broker clusters."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from support.brokers import REPO_ROOT
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(900)]
 
-WORKLOADS = [f"W{n}" for n in range(1, 13)] + ["W1S", "W3S", "O16x1", "O16x4", "O100x1", "O100x4", "M1", "G1"]
+WORKLOADS = [f"W{n}" for n in range(1, 13)] + ["W1S", "W3S", "O16x1", "O16x4", "O100x1", "O100x4", "M1", "G1", "S1"]
 SYSTEMS = ["riverlog", "kafka"]
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 RSS = {"rss_peak_mib", "rss_median_mib"}
@@ -94,6 +94,11 @@ def test_smoke_run_of_every_workload_against_both_systems(tmp_path: Path) -> Non
         for protocol in ("classic", "consumer"):
             total, mean, worst = (values[f"{protocol}_{k}_s"] for k in ("total", "mean", "worst"))
             assert 0 < worst <= total and mean == pytest.approx(total / 2), run  # 2 members at smoke scale
+
+    # Issue #21's share-group throughput: every measured record was acknowledged (a shortfall
+    # fails the run), at some rate.
+    for run in (r for r in document["runs"] if r["workload"] == "S1"):
+        assert run["values"]["records_s"] > 0 and run["values"]["mb_s"] > 0, run
 
     # Ratios are Riverlog's median over Kafka's, for every metric Kafka measured above zero.
     for row in document["summary"]:
