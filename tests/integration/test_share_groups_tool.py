@@ -1,11 +1,16 @@
 """Kafka's own ``kafka-share-groups.sh`` (ShareGroupCommand) against a share group in use: it lists
 the group and describes its offsets (start offset and lag per partition), members and state --
-on Riverlog as on Kafka 4.3.1."""
+on Riverlog as on Kafka 4.3.1. ``riverlog groups list|describe`` show the same group the same way."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -17,6 +22,22 @@ from support.share_client import WAIT_S, poll, warm_up
 pytestmark = pytest.mark.integration
 
 SHARE_GROUP_COMMAND = "org.apache.kafka.tools.consumer.group.ShareGroupCommand"
+
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def riverlog(*args: str) -> str:
+    """``riverlog ARGS`` as a person runs it; its stdout (a failure fails the test)."""
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT / "broker_image")}
+    result = subprocess.run([sys.executable, "-m", "riverlog", *args], capture_output=True, text=True, timeout=60,
+                            env=env, stdin=subprocess.DEVNULL)
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    return result.stdout
+
+
+def json_lines(text: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
 def rows(stdout: str) -> list[list[str]]:
@@ -59,3 +80,19 @@ def test_kafka_share_groups_tool_lists_and_describes(broker: BrokerProcess, kafk
                                                                             "toolq:0,1")
         [state] = rows(tool("--describe", "--group", "toolgroup", "--state"))
         assert (state[0], state[-2], state[-1]) == ("toolgroup", "Stable", "1")
+
+        # The same group through `riverlog groups`: its type, epochs, assignor, member and
+        # share-partitions (start offset, and no lag: everything produced is done).
+        boot = ["--bootstrap-server", broker.bootstrap]
+        listed = {d["group"]: d for d in json_lines(riverlog("groups", "list", *boot, "--output", "json"))}
+        assert listed["toolgroup"]["type"] == "share", listed
+        (doc,) = json_lines(riverlog("groups", "describe", "--group", "toolgroup", *boot, "--output", "json"))
+        assert (doc["type"], doc["state"], doc["assignor"]) == ("share", "Stable", "simple"), doc
+        assert doc["group_epoch"] >= 1 and doc["assignment_epoch"] == doc["group_epoch"], doc
+        [member] = doc["members"]
+        assert member["client_id"] == "c1" and member["subscribed_topics"] == ["toolq"], member
+        assert [(a["topic"], a["partition"]) for a in member["assignment"]] == [("toolq", 0), ("toolq", 1)]
+        assert [(o["topic"], o["partition"], o["lag"]) for o in doc["offsets"]] == [("toolq", 0, 0), ("toolq", 1, 0)]
+        assert all(o["start_offset"] >= 0 for o in doc["offsets"]), doc["offsets"]
+        text = riverlog("groups", "describe", "--group", "toolgroup", *boot)
+        assert "Type: share" in text and "START_OFFSET" in text, text

@@ -4,7 +4,9 @@
 client id, host, assigned partitions) and, per partition, the committed offset, the log end
 offset and the lag between them. For a KIP-848 consumer group (``group.protocol=consumer``) it
 also shows the group and assignment epochs, the assignor, and each member's epoch, subscription
-and target assignment beside the partitions it owns now. ``reset-offsets`` moves a group's committed offsets, which
+and target assignment beside the partitions it owns now; for a KIP-932 share group, its members
+(who share partitions) and each share-partition's start offset and lag, as
+``kafka-share-groups.sh --describe`` shows them. ``reset-offsets`` moves a group's committed offsets, which
 Kafka allows only while the group has no members, so it refuses (before changing anything) when
 consumers are still running.
 """
@@ -133,9 +135,16 @@ class PartitionLag:
     committed: CommittedOffset | None
     log_end_offset: int | None
     member: GroupMember | None
+    # A share group's share-partition: its start offset stands in ``committed``, and its lag is
+    # the broker's (records up to the high watermark not yet acknowledged or archived, which
+    # need not be contiguous), None where the broker did not compute it.
+    share_lag: int | None = None
+    shared: bool = False
 
     @property
     def lag(self) -> int | None:
+        if self.shared:
+            return self.share_lag
         if self.committed is None or self.log_end_offset is None:
             return None
         return self.log_end_offset - self.committed.offset
@@ -161,6 +170,8 @@ async def _log_end_offsets(admin: AdminClient, partitions: Iterable[tuple[str, i
 async def _describe_one(admin: AdminClient, group_id: str) -> tuple[GroupDescription, list[PartitionLag]]:
     try:
         group = await admin.describe_group(group_id)
+        if group.group_type == "share":
+            return group, await _share_rows(admin, group_id)
         committed = await admin.list_group_offsets(group_id)
     except BrokerError as exc:
         raise _group_error(exc, group_id) from None
@@ -172,6 +183,16 @@ async def _describe_one(admin: AdminClient, group_id: str) -> tuple[GroupDescrip
     ends = await _log_end_offsets(admin, keys)
     rows = [PartitionLag(t, p, committed.get((t, p)), ends.get((t, p)), owner.get((t, p))) for t, p in keys]
     return group, rows
+
+
+async def _share_rows(admin: AdminClient, group_id: str) -> list[PartitionLag]:
+    """A share group's share-partitions: start offset, log end offset and lag (members share
+    partitions, so no single member is named)."""
+    offsets = await admin.share_group_offsets(group_id)
+    ends = await _log_end_offsets(admin, offsets)
+    return [PartitionLag(t, p, CommittedOffset(t, p, start), ends.get((t, p)), None,
+                         share_lag=lag if lag >= 0 else None, shared=True)
+            for (t, p), (start, lag) in sorted(offsets.items())]
 
 
 def _group_document(group: GroupDescription, rows: Sequence[PartitionLag]) -> dict[str, Any]:
@@ -210,6 +231,13 @@ def _group_document(group: GroupDescription, rows: Sequence[PartitionLag]) -> di
         ],
         "total_lag": sum(lags) if lags else None,
     }
+    if group.group_type == "share":
+        document.update(group_epoch=group.group_epoch, assignment_epoch=group.assignment_epoch,
+                        assignor=group.assignor)
+        for entry, m in zip(document["members"], group.members, strict=True):
+            entry.update(member_epoch=m.member_epoch, subscribed_topics=list(m.subscribed_topics))
+        for entry in document["offsets"]:
+            entry.update(start_offset=entry.pop("committed_offset"), member_id=None)
     if group.group_type == "consumer":
         # KIP-848's epochs: the group's, its target assignment's and each member's (a member
         # whose epoch is behind the group's is still moving to its target).
@@ -226,6 +254,9 @@ def _group_document(group: GroupDescription, rows: Sequence[PartitionLag]) -> di
 
 def _print_group(group: GroupDescription, rows: Sequence[PartitionLag]) -> None:
     coordinator = group.coordinator
+    if group.group_type == "share":
+        _print_share_group(group, rows)
+        return
     if group.group_type == "consumer":
         print(f"Group: {group.group_id}  Type: consumer  State: {group.state}  Members: {len(group.members)}  "
               f"Group epoch: {group.group_epoch}  Assignment epoch: {group.assignment_epoch}  "
@@ -260,6 +291,29 @@ def _print_group(group: GroupDescription, rows: Sequence[PartitionLag]) -> None:
              None if r.member is None else r.member.client_id]
             for r in rows
         ],
+    ))
+
+
+def _print_share_group(group: GroupDescription, rows: Sequence[PartitionLag]) -> None:
+    coordinator = group.coordinator
+    print(f"Group: {group.group_id}  Type: share  State: {group.state}  Members: {len(group.members)}  "
+          f"Group epoch: {group.group_epoch}  Assignment epoch: {group.assignment_epoch}  "
+          f"Assignor: {group.assignor}  Coordinator: {coordinator.node_id} ({coordinator.address})")
+    if group.members:
+        print()
+        print(format_table(
+            ["member_id", "client_id", "host", "epoch", "subscription", "partitions"],
+            [[m.member_id, m.client_id, m.client_host, m.member_epoch, ",".join(m.subscribed_topics),
+              _members_text(m)] for m in group.members],
+        ))
+    print()
+    if not rows:
+        print("(no share-partitions yet)")
+        return
+    print(format_table(
+        ["topic", "partition", "start_offset", "log_end_offset", "lag"],
+        [[r.topic, r.partition, None if r.committed is None else r.committed.offset, r.log_end_offset, r.lag]
+         for r in rows],
     ))
 
 

@@ -144,9 +144,9 @@ class GroupDescription:
     protocol: str
     members: tuple[GroupMember, ...]
     coordinator: BrokerInfo
-    # "classic" (JoinGroup/SyncGroup) or "consumer" (KIP-848's ConsumerGroupHeartbeat); a
-    # consumer group also has its group epoch, the epoch of its target assignment and the
-    # server-side assignor that computed it.
+    # "classic" (JoinGroup/SyncGroup), "consumer" (KIP-848's ConsumerGroupHeartbeat) or "share"
+    # (KIP-932); consumer and share groups also have their group epoch, the epoch of their
+    # target assignment and the server-side assignor that computed it.
     group_type: str = "classic"
     group_epoch: int | None = None
     assignment_epoch: int | None = None
@@ -692,6 +692,10 @@ class AdminClient:
                 described = await _describe_consumer_group(conn, coordinator, group_id, operation)
                 if described is not None:
                     return described
+            if conn.supports(ApiKey.SHARE_GROUP_DESCRIBE):
+                described = await _describe_share_group(conn, coordinator, group_id, operation)
+                if described is not None:
+                    return described
             response = await conn.request(
                 ApiKey.DESCRIBE_GROUPS, {"groups": [group_id], "include_authorized_operations": False}
             )
@@ -712,6 +716,25 @@ class AdminClient:
             )
             return GroupDescription(group_id, g["group_state"], g["protocol_type"], g["protocol_data"], members,
                                     coordinator)
+
+        return await self._coordinator_call(group_id, call)
+
+    async def share_group_offsets(self, group_id: str) -> dict[TopicPartition, tuple[int, int]]:
+        """A share group's (start offset, lag) per share-partition (DescribeShareGroupOffsets,
+        every topic its members subscribe to); lag -1 where the broker did not compute it."""
+        operation = f"describe the offsets of share group '{group_id}'"
+
+        async def call(conn: BrokerConnection, coordinator: BrokerInfo) -> dict[TopicPartition, tuple[int, int]]:
+            response = await conn.request(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS,
+                                          {"groups": [{"group_id": group_id, "topics": None}]})
+            g = _single(response["groups"], "group_id", group_id, operation)
+            check_error(g["error_code"], operation, g.get("error_message"))
+            out: dict[TopicPartition, tuple[int, int]] = {}
+            for t in g["topics"]:
+                for part in t["partitions"]:
+                    if part["error_code"] == ErrorCode.NONE:
+                        out[(t["topic_name"], part["partition_index"])] = (part["start_offset"], part["lag"])
+            return out
 
         return await self._coordinator_call(group_id, call)
 
@@ -971,6 +994,29 @@ async def _describe_consumer_group(
         group_type="consumer", group_epoch=g["group_epoch"], assignment_epoch=g["assignment_epoch"],
         assignor=g["assignor_name"],
     )
+
+
+async def _describe_share_group(
+    conn: BrokerConnection, coordinator: BrokerInfo, group_id: str, operation: str
+) -> GroupDescription | None:
+    """A KIP-932 share group through ShareGroupDescribe, or None when the coordinator knows no
+    share group of that id."""
+    response = await conn.request(
+        ApiKey.SHARE_GROUP_DESCRIBE, {"group_ids": [group_id], "include_authorized_operations": False}
+    )
+    g = _single(response["groups"], "group_id", group_id, operation)
+    if g["error_code"] == ErrorCode.GROUP_ID_NOT_FOUND:
+        return None
+    check_error(g["error_code"], operation, g.get("error_message"))
+    members = tuple(
+        GroupMember(m["member_id"], None, m["client_id"], m["client_host"], _described_partitions(m["assignment"]),
+                    member_epoch=m["member_epoch"], rack_id=m["rack_id"],
+                    subscribed_topics=tuple(m["subscribed_topic_names"]))
+        for m in g["members"]
+    )
+    return GroupDescription(group_id, g["group_state"], "share", "", members, coordinator, group_type="share",
+                            group_epoch=g["group_epoch"], assignment_epoch=g["assignment_epoch"],
+                            assignor=g["assignor_name"])
 
 
 def _described_partitions(assignment: dict[str, Any]) -> tuple[TopicPartition, ...]:
