@@ -62,8 +62,10 @@ GROUPS = {"classic": "chaos-readers", "consumer": "chaos-readers-kip848"}
 # (Kafka's defaults, 5 s and 45 s, would make the group's recovery after a fault slower than
 # the classic group's, whose members use 1 s and 6 s). Kafka checks them against the min/max.
 # Share consumers (KIP-932, issue #21): Java KafkaShareConsumers accepting every record. Off unless
-# RIVERLOG_FAULT_SHARE=1: their first runs on Riverlog found records of one partition never
-# accepted after the faults (a bug being fixed, noted on issue #21); on by default once fixed.
+# RIVERLOG_FAULT_SHARE=1, until both targets pass it: the first run on Riverlog found 13 records in
+# the middle of one partition never accepted; the first on Kafka 4.3.1, 76 records just after the
+# group's start (Kafka initializes a share-partition's durable state asynchronously, at the log
+# end, so "every record from the first one delivered" is not yet the right rule). Noted on #21.
 SHARE_GROUP = "chaos-share"
 WITH_SHARE_GROUP = os.environ.get("RIVERLOG_FAULT_SHARE", "0") == "1"
 CONSUMER_GROUP_SETTINGS = {
