@@ -128,7 +128,13 @@ class ShareReader:
             mine = [r for r in log if r.offset >= start]
             missing = [r.offset for r in mine if (p, r.offset) not in first_confirmed]
             if missing:
-                out.append(f"share group: partition {p}: {len(missing)} records never accepted, offsets {missing[:10]}")
+                # How often each was delivered (the highest delivery count seen, 0: never): a record
+                # delivered group.share.delivery.count.limit times without a confirmed acceptance
+                # may have been archived by the broker, which KIP-932 allows.
+                counts = {o: max((d.delivery_count for d in self.deliveries if (d.partition, d.offset) == (p, o)),
+                                 default=0) for o in missing[:10]}
+                out.append(f"share group: partition {p}: {len(missing)} records never accepted, "
+                           f"(offset: highest delivery count seen) {counts}")
             wrong = [r.offset for r in mine if (p, r.offset) in values
                      and values[(p, r.offset)] != (None if r.value is None else r.value.decode())]
             if wrong:
