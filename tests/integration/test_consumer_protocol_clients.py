@@ -32,6 +32,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from support.brokers import BrokerProcess
 from support.clients import create_topic
 from support.groups import GROUP_BROKER_SETTINGS
+from support.java_group_members import WAIT_S, sharing, wait_status
 from support.java_programs import JavaPrograms, JavaSession
 from support.rebalance_checks import (
     ASSIGNED,
@@ -40,7 +41,10 @@ from support.rebalance_checks import (
     CommittedOffsetsWatch,
     EventLog,
     final_owners,
+    log_ends,
     ownership_overlaps,
+    partitions_of,
+    wait_committed,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
@@ -49,7 +53,6 @@ PARTITIONS = 6
 SETTINGS = {**GROUP_BROKER_SETTINGS, "group.consumer.heartbeat.interval.ms": 500,
             "group.consumer.min.heartbeat.interval.ms": 500}
 CONSUMER_PROTOCOL = ["group.protocol=consumer"]
-WAIT_S = 60.0
 PRODUCE_PAUSE_MS = 10
 
 
@@ -71,46 +74,7 @@ def members(java_programs: JavaPrograms, broker: BrokerProcess, tmp_path: Path) 
         yield s
 
 
-def partitions_of(topic: str, count: int) -> set[str]:
-    return {f"{topic}:{p}" for p in range(count)}
-
-
 # --- Java -----------------------------------------------------------------------------------------
-
-
-def wait_status(s: JavaSession, done: Callable[[dict[str, Any]], bool], what: str) -> dict[str, Any]:
-    deadline = time.monotonic() + WAIT_S
-    while True:
-        status = s.call("status")
-        if done(status):
-            return status
-        assert time.monotonic() < deadline, f"timed out waiting for {what}: {status}"
-        time.sleep(0.2)
-
-
-def sharing(active: list[str], wanted: set[str]) -> Callable[[dict[str, Any]], bool]:
-    """Every active member owns something and together they own exactly ``wanted``."""
-
-    def done(status: dict[str, Any]) -> bool:
-        owned = [set(status["members"][name]["owned"]) for name in active]
-        return all(owned) and set().union(*owned) == wanted and sum(map(len, owned)) == len(wanted)
-
-    return done
-
-
-def log_ends(acked: list[list[Any]]) -> dict[str, int]:
-    ends: dict[str, int] = {}
-    for topic, partition, offset in acked:
-        key = f"{topic}:{partition}"
-        ends[key] = max(ends.get(key, 0), offset + 1)
-    return ends
-
-
-def wait_committed(watch: CommittedOffsetsWatch, ends: dict[str, int]) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while any(watch.latest().get(tp, -1) < end for tp, end in ends.items()):
-        assert time.monotonic() < deadline, f"committed {watch.latest()}, log ends {ends}"
-        time.sleep(0.2)
 
 
 def check_run(s: JavaSession, names: list[str], acked: list[list[Any]], watch: CommittedOffsetsWatch) -> None:

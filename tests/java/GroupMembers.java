@@ -57,7 +57,8 @@ import org.apache.kafka.common.serialization.StringSerializer;
  * status                                           every member: owned partitions, records
  *                                                  consumed, running, errors; every producer's count
  * events SINCE                                     the assignment events numbered SINCE or later
- * consumed NAME                                    the records a member consumed: [topic, partition, offset]
+ * consumed NAME                                    the records a member consumed: [topic, partition, offset],
+ *                                                  and those whose commit did not succeed
  * produce_start NAME TOPIC PARTITIONS PAUSE_MS     a producer sending to the partitions in turn,
  *                                                  one record every PAUSE_MS, until stopped
  * produce_stop NAME                                stop it; answers every acknowledged record
@@ -173,7 +174,9 @@ public final class GroupMembers {
                 break;
             }
             case "consumed": {
-                answer.put("records", members.get(w[1]).consumed());
+                Member member = members.get(w[1]);
+                answer.put("records", member.consumed());
+                answer.put("uncommitted", member.uncommitted());
                 break;
             }
             case "produce_start": {
@@ -226,6 +229,8 @@ public final class GroupMembers {
         volatile boolean stopping;
         private final Set<TopicPartition> owned = new java.util.HashSet<>();
         private final List<List<Object>> consumed = new ArrayList<>();
+        // Records polled whose commit failed (or was cut short by close): another member may read them again.
+        private final List<List<Object>> uncommitted = new ArrayList<>();
         private final List<String> errors = new ArrayList<>();
 
         Member(String name, String subscription, Properties props) {
@@ -254,18 +259,24 @@ public final class GroupMembers {
                         continue;
                     }
                     Map<TopicPartition, OffsetAndMetadata> next = new HashMap<>();
+                    List<List<Object>> polled = new ArrayList<>();
+                    for (ConsumerRecord<String, String> r : records) {
+                        polled.add(List.of(r.topic(), r.partition(), r.offset()));
+                        next.put(new TopicPartition(r.topic(), r.partition()), new OffsetAndMetadata(r.offset() + 1));
+                    }
                     synchronized (this) {
-                        for (ConsumerRecord<String, String> r : records) {
-                            consumed.add(List.of(r.topic(), r.partition(), r.offset()));
-                            next.put(new TopicPartition(r.topic(), r.partition()), new OffsetAndMetadata(r.offset() + 1));
-                        }
+                        consumed.addAll(polled);
                     }
                     try {
                         consumer.commitSync(next);
-                    } catch (WakeupException e) {
-                        // close asked while committing: the loop ends; the records stay uncommitted.
                     } catch (Exception e) {
-                        error("commit", e);
+                        // A WakeupException is close asked while committing: the loop ends.
+                        if (!(e instanceof WakeupException)) {
+                            error("commit", e);
+                        }
+                        synchronized (this) {
+                            uncommitted.addAll(polled);
+                        }
                     }
                 }
             } catch (Exception e) {
@@ -329,6 +340,10 @@ public final class GroupMembers {
 
         synchronized List<Object> consumed() {
             return new ArrayList<>(consumed);
+        }
+
+        synchronized List<Object> uncommitted() {
+            return new ArrayList<>(uncommitted);
         }
 
         synchronized List<String> errors() {

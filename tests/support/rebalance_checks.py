@@ -17,7 +17,8 @@ readings must not decrease.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Mapping
+import time
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -122,3 +123,24 @@ class CommittedOffsetsWatch:
 
     def latest(self) -> dict[str, int]:
         return {tp: offsets[-1] for tp, offsets in self.history.items() if offsets}
+
+
+def partitions_of(topic: str, count: int) -> set[str]:
+    return {f"{topic}:{p}" for p in range(count)}
+
+
+def log_ends(acked: Iterable[Sequence[Any]]) -> dict[str, int]:
+    """Each partition's end offset after the acknowledged records ``[topic, partition, offset]``."""
+    ends: dict[str, int] = {}
+    for topic, partition, offset in acked:
+        key = f"{topic}:{partition}"
+        ends[key] = max(ends.get(key, 0), offset + 1)
+    return ends
+
+
+def wait_committed(watch: CommittedOffsetsWatch, ends: Mapping[str, int], timeout: float = 60.0) -> None:
+    """Until the watch has seen every partition committed up to its end."""
+    deadline = time.monotonic() + timeout
+    while any(watch.latest().get(tp, -1) < end for tp, end in ends.items()):
+        assert time.monotonic() < deadline, f"committed {watch.latest()}, log ends {dict(ends)}"
+        time.sleep(0.2)
