@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from riverlog.client.consumer_protocol import decode_assignment, encode_assignment, encode_subscription
+from riverlog.config import BrokerConfig, ConfigError
 from riverlog.coordinator.config import GroupConfig
 from riverlog.coordinator.consumer_group import MemberState
 from riverlog.coordinator.consumer_membership import HeartbeatRequest
@@ -275,3 +276,70 @@ def test_a_classic_member_leaving_a_consumer_group() -> None:
     group = h.shard.consumer_groups["g"]
     assert set(group.members) == {b.member_id, "c", "d"}
     assert b.owned | c.partitions() | d.partitions() == set(range(6))
+
+
+def test_the_policy_setting() -> None:
+    assert GroupConfig.from_broker(BrokerConfig({})).consumer_migration_policy == "bidirectional"
+    upgrade = GroupConfig.from_broker(BrokerConfig({"group.consumer.migration.policy": "UPGRADE"}))
+    assert (upgrade.upgrade_enabled, upgrade.downgrade_enabled) == (True, False)
+    disabled = GroupConfig.from_broker(BrokerConfig({"group.consumer.migration.policy": "disabled"}))
+    assert not disabled.classic_members_may_join_consumer_groups
+    with pytest.raises(ConfigError, match="group.consumer.migration.policy"):
+        GroupConfig.from_broker(BrokerConfig({"group.consumer.migration.policy": "sideways"}))
+
+
+def test_a_cooperative_classic_member_revokes_before_the_consumer_member_gets_partitions() -> None:
+    """A classic member using a cooperative assignor reports what it owns when it rejoins: the
+    coordinator keeps it at its epoch (UNREVOKED_PARTITIONS) and gives it only what it keeps, until
+    it rejoins without the rest."""
+    h = harness()
+
+    def protocols(owned: set[int]) -> tuple[tuple[str, bytes], ...]:
+        sub = encode_subscription(["orders"], owned_partitions={"orders": sorted(owned)} if owned else {}, version=3)
+        return (("cooperative-sticky", sub),)
+
+    first = h.join(protocols=protocols(set()), session=SESSION_MS, rebalance=REBALANCE_MS)
+    member_id = h.replies[first]["member_id"]
+    token = h.join(member_id, protocols=protocols(set()), session=SESSION_MS, rebalance=REBALANCE_MS)
+    h.advance(0)
+    generation = h.replies[token]["generation_id"]
+    h.sync(member_id, generation, {member_id: encode_assignment({"orders": list(range(6))}, version=3)})
+    owned = set(range(6))
+    c = ConsumerClient(h, "c")
+    c.heartbeat()
+    assert h.error(h.heartbeat(member_id, generation)) == ErrorCode.REBALANCE_IN_PROGRESS
+    rejoin = h.replies[h.join(member_id, protocols=protocols(owned), session=SESSION_MS, rebalance=REBALANCE_MS)]
+    # Still owning everything: it stays at its epoch and is given only what it keeps.
+    assert rejoin["generation_id"] == generation
+    assert h.shard.consumer_groups["g"].members[member_id].state == MemberState.UNREVOKED_PARTITIONS
+    sync = h.replies[h.sync(member_id, generation, protocol_type="consumer", protocol_name="cooperative-sticky")]
+    kept = set(decode_assignment(sync["assignment"]).partitions["orders"])
+    assert len(kept) == 3
+    c.heartbeat()
+    assert c.partitions() == set()  # nothing is free yet: the classic member has not revoked
+    owned = kept  # it revokes the rest and rejoins at once (the cooperative protocol)
+    again = h.replies[h.join(member_id, protocols=protocols(owned), session=SESSION_MS, rebalance=REBALANCE_MS)]
+    assert again["generation_id"] == c.epoch
+    c.heartbeat()
+    assert c.partitions() == set(range(6)) - kept
+
+
+def test_a_classic_static_member_restarting_keeps_its_place_in_a_consumer_group() -> None:
+    h = harness()
+    a, b = classic_group_of_two(h)
+    c = ConsumerClient(h, "c")
+    c.heartbeat()
+    settle([a, b], [c])
+    s = ClassicClient(h, "s")
+    body = h.replies[h.join(protocols=s.protocols(), instance="i-s", session=SESSION_MS, rebalance=REBALANCE_MS)]
+    s.member_id, s.generation = body["member_id"], body["generation_id"]
+    assert s.sync()["error_code"] == ErrorCode.NONE
+    settle([a, b, s], [c])
+    before = set(s.owned)
+    # The same instance restarts: a new member id takes its place and target, without a new epoch.
+    epoch = h.shard.consumer_groups["g"].group_epoch
+    again = h.replies[h.join(protocols=s.protocols(), instance="i-s", session=SESSION_MS, rebalance=REBALANCE_MS)]
+    assert again["member_id"] != s.member_id and h.shard.consumer_groups["g"].group_epoch == epoch
+    old_id, s.member_id, s.generation = s.member_id, again["member_id"], again["generation_id"]
+    assert s.sync()["error_code"] == ErrorCode.NONE and s.owned == before
+    assert h.error(h.heartbeat(old_id, s.generation, instance="i-s")) == ErrorCode.FENCED_INSTANCE_ID
