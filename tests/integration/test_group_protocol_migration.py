@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import ConsumerGroupType
 from support.brokers import BrokerProcess
-from support.clients import create_topic
+from support.clients import create_topic, group_type
 from support.groups import GROUP_BROKER_SETTINGS
 from support.java_group_members import sharing, wait_status
 from support.java_programs import JavaPrograms, JavaSession
@@ -82,12 +83,16 @@ def test_a_classic_group_migrates_to_the_consumer_protocol_and_back_while_consum
         members.call("produce_start", "flow", topic, PARTITIONS, 10)
         for i in range(3):
             start(f"classic{i}", CLASSIC)
+        assert group_type(broker.bootstrap, group) == ConsumerGroupType.CLASSIC
         for i in range(3):  # upgrade: restart each member with the consumer protocol
             stop(f"classic{i}")
             start(f"consumer{i}", CONSUMER)
+            assert group_type(broker.bootstrap, group) == ConsumerGroupType.CONSUMER
         for i in range(3):  # and back: restart each with the classic protocol
             stop(f"consumer{i}")
             start(f"classic-again{i}", CLASSIC)
+            expected = ConsumerGroupType.CONSUMER if i < 2 else ConsumerGroupType.CLASSIC
+            assert group_type(broker.bootstrap, group) == expected
         produced = members.call("produce_stop", "flow")
         assert produced["failed"] == []
         wait_committed(watch, log_ends(produced["acked"]))

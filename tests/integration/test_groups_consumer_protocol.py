@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, ConsumerGroupType
 from support.brokers import BrokerProcess
-from support.clients import admin, create_topic
+from support.clients import create_topic, group_type
 from support.groups import GROUP_BROKER_SETTINGS
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
@@ -48,12 +48,6 @@ def poll_until(consumers: list[Consumer], done: Callable[[], bool], what: str, t
         assert time.monotonic() < deadline, f"timed out waiting for {what}: {[owned(c) for c in consumers]}"
         for c in consumers:
             c.poll(0.05)
-
-
-def group_type(bootstrap: str, group: str) -> ConsumerGroupType | None:
-    client = admin(bootstrap)  # held while its future is awaited (a dropped handle fails it)
-    listed = client.list_consumer_groups(request_timeout=15).result(20)
-    return next((g.type for g in listed.valid if g.group_id == group), None)
 
 
 def test_a_consumer_member_upgrades_a_classic_group_in_use_and_leaving_downgrades_it(
