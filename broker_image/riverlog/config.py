@@ -122,6 +122,9 @@ DEFAULTS: dict[str, str] = {
     "group.consumer.max.heartbeat.interval.ms": "15000",
     "group.consumer.max.size": "2147483647",
     "group.consumer.assignors": "uniform,range",
+    # Online migration between classic and consumer groups: disabled, upgrade, downgrade,
+    # bidirectional (Kafka 4's default).
+    "group.consumer.migration.policy": "bidirectional",
     # KIP-932 share groups: Kafka's names and defaults.
     "group.share.session.timeout.ms": "45000",
     "group.share.heartbeat.interval.ms": "5000",

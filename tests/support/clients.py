@@ -47,6 +47,14 @@ def wait_until(
         time.sleep(interval)
 
 
+def group_type(bootstrap: str, group: str) -> Any:
+    """The type ListGroups gives ``group`` (a ConsumerGroupType: CLASSIC or CONSUMER), None if
+    it is not listed."""
+    client = admin(bootstrap)  # held while its future is awaited (a dropped handle fails it)
+    listed = client.list_consumer_groups(request_timeout=15).result(20)
+    return next((g.type for g in listed.valid if g.group_id == group), None)
+
+
 def admin(bootstrap: str, **conf: object) -> AdminClient:
     settings: dict[str, Any] = {"bootstrap.servers": bootstrap, "log_level": 3}
     settings.update(conf)

@@ -187,17 +187,18 @@ def test_epoch_checks() -> None:
     assert Client(h, "x").heartbeat(epoch=3)["error_code"] == ErrorCode.UNKNOWN_MEMBER_ID
 
 
-def test_unknown_group_and_classic_boundary() -> None:
-    h = harness(ORDERS)
+def test_unknown_group_and_classic_boundary_without_migration() -> None:
+    h = harness(ORDERS, consumer_migration_policy="disabled")
     assert Client(h, "a").heartbeat(epoch=1)["error_code"] == ErrorCode.GROUP_ID_NOT_FOUND
-    # A non-empty classic group is not taken over ...
+    # With group.consumer.migration.policy=disabled a non-empty classic group is not taken over ...
     join = JoinRequest("g", "", None, "c", "/h", 10_000, 10_000, "consumer", (("range", subscription("orders")),), 3)
     h.run(h.shard.join_group, join)
     body = Client(h, "a").heartbeat()
-    assert (body["error_code"], body["error_message"]) == (ErrorCode.GROUP_ID_NOT_FOUND,
-                                                          "Group g is not a consumer group.")
+    assert (body["error_code"], body["error_message"]) == (
+        ErrorCode.GROUP_ID_NOT_FOUND, "Cannot upgrade classic group g to consumer group because online upgrade "
+                                      "is disabled.")
     # ... and classic members cannot join a non-empty consumer group.
-    h2 = harness(ORDERS)
+    h2 = harness(ORDERS, consumer_migration_policy="disabled")
     Client(h2, "a").heartbeat()
     reply = h2.reply(h2.run(h2.shard.join_group, join))
     assert reply is not None and reply["error_code"] == ErrorCode.INCONSISTENT_GROUP_PROTOCOL

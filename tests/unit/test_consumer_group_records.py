@@ -8,6 +8,7 @@ import uuid
 
 import pytest
 from riverlog.coordinator.consumer_records import (
+    ClassicMemberMetadata,
     ConsumerGroupKey,
     ConsumerMemberKey,
     CurrentAssignmentValue,
@@ -33,6 +34,9 @@ RECORDS = [
         "i-1", "r1", "client", "/127.0.0.1", ("a", "b"), None, 300000, "range")),
     CoordinatorRecord(ConsumerMemberKey(5, "g", "m"), MemberMetadataValue(
         None, None, "client", "/127.0.0.1", (), "a.*", -1, None)),
+    CoordinatorRecord(ConsumerMemberKey(5, "g", "m"), MemberMetadataValue(
+        None, None, "client", "/127.0.0.1", ("a",), None, 30000, None,
+        ClassicMemberMetadata(10000, (("range", b"\x00\x01sub"), ("cooperative-sticky", b""))))),
     CoordinatorRecord(ConsumerGroupKey(6, "g"), TargetEpochValue(7)),
     CoordinatorRecord(ConsumerMemberKey(7, "g", "m"), TargetMemberValue({T1: frozenset({0, 2})})),
     CoordinatorRecord(ConsumerMemberKey(8, "g", "m"), CurrentAssignmentValue(
@@ -86,3 +90,22 @@ def test_current_assignment_epochs_are_kafkas_tagged_field() -> None:
     key, data = encode(CoordinatorRecord(ConsumerMemberKey(8, "g", "m"), partial))
     decoded = decode(key, data).value
     assert isinstance(decoded, CurrentAssignmentValue) and decoded.assignment_epochs == {}
+
+
+def test_classic_member_metadata_is_kafkas_tagged_field() -> None:
+    """A classic member of a consumer group (online migration): tag 0 of the member metadata,
+    ClassicMemberMetadata {SessionTimeoutMs int32, SupportedProtocols [{Name, Metadata}]}, after
+    an unsigned varint presence marker; a consumer-protocol member has it explicitly null (varint
+    0), as Kafka writes it (absent, Kafka would read an empty classic metadata)."""
+    _, plain = encode(CoordinatorRecord(ConsumerMemberKey(5, "g", "m"), MemberMetadataValue(
+        None, None, "c", "h", (), None, -1, None)))
+    _, with_classic = encode(CoordinatorRecord(ConsumerMemberKey(5, "g", "m"), MemberMetadataValue(
+        None, None, "c", "h", (), None, -1, None, ClassicMemberMetadata(10000, (("range", b"\x07"),)))))
+    classic = (b"\x00\x00\x27\x10"  # session timeout 10000
+               + b"\x02" + b"\x06range" + b"\x02\x07" + b"\x00"  # one protocol: name, metadata, no tags
+               + b"\x00")  # no tags
+    assert plain.endswith(b"\x01" + b"\x00\x01" + b"\x00")  # one tagged field: tag 0, size 1, null
+    assert with_classic == plain[:-3] + b"\x00" + bytes([1 + len(classic)]) + b"\x01" + classic
+    # Records without the tag (written before) still read as consumer-protocol members.
+    key, _ = encode(CoordinatorRecord(ConsumerMemberKey(5, "g", "m"), None))
+    assert decode(key, plain[:-4] + b"\x00").value == decode(key, plain).value

@@ -33,10 +33,27 @@ class GroupConfig:
     consumer_max_size: int = 2**31 - 1
     # Server-side assignors by name; the first is the default (group.consumer.assignors).
     consumer_assignors: tuple[str, ...] = ("uniform", "range")
+    # group.consumer.migration.policy: may a classic group become a consumer group when a
+    # consumer-protocol member joins it (upgrade), and the other way when the last one leaves
+    # (downgrade)? Kafka's values: disabled, upgrade, downgrade, bidirectional.
+    consumer_migration_policy: str = "bidirectional"
     # KIP-932 share groups.
     share_session_timeout_ms: int = 45000
     share_heartbeat_interval_ms: int = 5000
     share_max_size: int = 200
+
+    @property
+    def upgrade_enabled(self) -> bool:
+        return self.consumer_migration_policy in ("upgrade", "bidirectional")
+
+    @property
+    def downgrade_enabled(self) -> bool:
+        return self.consumer_migration_policy in ("downgrade", "bidirectional")
+
+    @property
+    def classic_members_may_join_consumer_groups(self) -> bool:
+        # Kafka refuses classic members of a consumer group only when migration is disabled.
+        return self.consumer_migration_policy != "disabled"
 
     @classmethod
     def from_broker(cls, config: BrokerConfig) -> GroupConfig:
@@ -61,6 +78,7 @@ class GroupConfig:
 
 
 KNOWN_ASSIGNORS = ("uniform", "range")
+MIGRATION_POLICIES = ("disabled", "upgrade", "downgrade", "bidirectional")
 # Kafka's assignor classes, accepted in group.consumer.assignors as in Kafka.
 _ASSIGNOR_CLASSES = {
     "org.apache.kafka.coordinator.group.assignor.UniformAssignor": "uniform",
@@ -93,6 +111,11 @@ def _consumer_group_settings(config: BrokerConfig) -> dict[str, Any]:
         names.append(name)
     if not names:
         raise ConfigError("group.consumer.assignors must name at least one assignor")
-    return {"consumer_session_timeout_ms": session, "consumer_heartbeat_interval_ms": interval,
+    policy = config.get("group.consumer.migration.policy").strip().lower()  # case-insensitive, as Kafka
+    if policy not in MIGRATION_POLICIES:
+        raise ConfigError(f"group.consumer.migration.policy must be one of {', '.join(MIGRATION_POLICIES)}, "
+                          f"got {policy!r}")
+    return {"consumer_session_timeout_ms": session, "consumer_migration_policy": policy,
+            "consumer_heartbeat_interval_ms": interval,
             "consumer_max_size": config.get_int("group.consumer.max.size"),
             "consumer_assignors": tuple(names)}

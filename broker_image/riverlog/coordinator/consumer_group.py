@@ -20,7 +20,14 @@ import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
-from .consumer_records import Assignment, AssignmentEpochs, TopicMetadata
+from .consumer_records import (
+    Assignment,
+    AssignmentEpochs,
+    ClassicMemberMetadata,
+    CurrentAssignmentValue,
+    MemberMetadataValue,
+    TopicMetadata,
+)
 
 LEAVE_EPOCH = -1
 LEAVE_STATIC_EPOCH = -2  # a static member leaving that will be back (its assignment is kept)
@@ -63,6 +70,13 @@ class ConsumerMember:
     # KIP-1251: the member epoch at which each held partition was assigned to it (an offset
     # commit with an older epoch is accepted for a partition held since that epoch or before).
     assignment_epochs: AssignmentEpochs = field(default_factory=dict)
+    # A member speaking the classic protocol (online migration): its JoinGroup's session timeout
+    # and protocols. None for members heartbeating with ConsumerGroupHeartbeat.
+    classic: ClassicMemberMetadata | None = None
+
+    @property
+    def uses_classic_protocol(self) -> bool:
+        return self.classic is not None
 
     def holds_since(self, topic_id: uuid.UUID, partition: int) -> int | None:
         """The epoch from which the member holds the partition (assigned or pending revocation),
@@ -70,6 +84,17 @@ class ConsumerMember:
         if partition in self.assigned.get(topic_id, ()) or partition in self.pending_revocation.get(topic_id, ()):
             return self.assignment_epochs.get((topic_id, partition), self.member_epoch)
         return None
+
+    def metadata_value(self) -> MemberMetadataValue:
+        """This member as a ConsumerGroupMemberMetadata record holds it."""
+        return MemberMetadataValue(self.instance_id, self.rack_id, self.client_id, self.client_host,
+                                   self.subscribed_topic_names, self.subscribed_topic_regex,
+                                   self.rebalance_timeout_ms, self.server_assignor, self.classic)
+
+    def assignment_value(self) -> CurrentAssignmentValue:
+        """This member as a ConsumerGroupCurrentMemberAssignment record holds it."""
+        return CurrentAssignmentValue(self.member_epoch, self.previous_member_epoch, int(self.state), self.assigned,
+                                      self.pending_revocation, self.assignment_epochs)
 
     def same_subscription(self, other: ConsumerMember) -> bool:
         return (self.subscribed_topic_names == other.subscribed_topic_names
@@ -80,7 +105,7 @@ class ConsumerMember:
         return (self.same_subscription(other) and self.instance_id == other.instance_id
                 and self.rack_id == other.rack_id and self.client_id == other.client_id
                 and self.client_host == other.client_host and self.server_assignor == other.server_assignor
-                and self.rebalance_timeout_ms == other.rebalance_timeout_ms)
+                and self.rebalance_timeout_ms == other.rebalance_timeout_ms and self.classic == other.classic)
 
     def same_assignment_state(self, other: ConsumerMember) -> bool:
         """Everything a ConsumerGroupCurrentMemberAssignment record holds is equal."""
@@ -172,6 +197,35 @@ class ConsumerGroup:
                     # Reconciliation never hands out an owned partition; a log that says otherwise
                     # (it cannot, written by us or Kafka) would still load, the newer owner winning.
                     self.owners[(topic_id, p)] = (member.member_id, member.member_epoch)
+
+    # Classic members (online migration) ---------------------------------------------------
+
+    def all_classic_except(self, member_ids: Iterable[str]) -> bool:
+        """Would every member left after removing ``member_ids`` speak the classic protocol?"""
+        leaving = set(member_ids)
+        return all(m.uses_classic_protocol for m in self.members.values() if m.member_id not in leaving)
+
+    def supports_classic_protocols(self, protocol_type: str, names: Iterable[str]) -> bool:
+        """May a classic member with these protocols join? Its protocol type must be ``consumer``
+        and one of its protocols supported by every classic member already in (Kafka's
+        ConsumerGroup.supportsClassicProtocols)."""
+        names = set(names)
+        if protocol_type != "consumer":
+            return False
+        if not self.members:
+            return bool(names)
+        classic = [m.classic for m in self.members.values() if m.classic is not None]
+        return any(all(name in {n for n, _ in c.protocols} for c in classic) for name in names)
+
+    def waiting_on_unreleased_partition(self, member: ConsumerMember) -> bool:
+        """Does the member wait for a target partition another member still owns?"""
+        if member.state != MemberState.UNRELEASED_PARTITIONS:
+            return False
+        for topic_id, parts in self.target.get(member.member_id, {}).items():
+            held = member.assigned.get(topic_id, frozenset())
+            if any(p not in held and self.partition_epoch(topic_id, p) != NO_OWNER for p in parts):
+                return True
+        return False
 
     def subscribed_topic_names(self, resolve_regex: Callable[[str], Iterable[str]]) -> set[str]:
         names: set[str] = set()

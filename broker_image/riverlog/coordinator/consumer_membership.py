@@ -11,9 +11,10 @@ leave with epoch -1 (a static member with -2: its partitions wait for it), or ar
 their session (``group.consumer.session.timeout.ms``) or, while revoking, their rebalance timeout
 runs out.
 
-A consumer heartbeat for a group id held by a classic group takes it over only when that classic
-group is empty (its offsets stay); otherwise GROUP_ID_NOT_FOUND, as Kafka with online migration
-disabled (migration is a later step).
+A consumer heartbeat for a group id held by an empty classic group takes it over (its offsets
+stay). A running classic group and the fencing of members are where online migration comes in
+(``upgrade_classic_group``, ``maybe_downgrade``): this class refuses the first and never
+downgrades; ``classic_members.py`` overrides both with Kafka's rules.
 """
 
 from __future__ import annotations
@@ -52,13 +53,16 @@ from .consumer_records import (
     TopicMetadata,
 )
 from .effects import Body
+from .group import ClassicGroup
 from .records import CoordinatorRecord
 from .state import ShardState, log
 from .topic_regex import matching_topics
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
 GROUP_TYPE_CONSUMER = "consumer"
-MEMBER_TYPE_CONSUMER = 1  # KIP-1099: ConsumerGroupDescribe v1 tells consumer-protocol members
+# KIP-1099: ConsumerGroupDescribe v1 tells consumer-protocol members from classic ones.
+MEMBER_TYPE_CLASSIC = 0
+MEMBER_TYPE_CONSUMER = 1
 
 
 @dataclass(frozen=True)
@@ -136,29 +140,7 @@ class ConsumerMembership(ShardState):
             else member.subscribed_topic_regex,
             client_id=req.client_id, client_host=req.client_host,
         )
-        records: list[CoordinatorRecord] = []
-        if is_new or not updated.same_metadata(member):
-            records.append(_member_metadata_record(group.group_id, updated))
-        bump = is_new or not updated.same_subscription(member)
-        # The topics the group subscribes to, with this member's (new) subscription.
-        others = [m for m in group.members.values() if m.member_id != member_id]
-        metadata = self._subscription_metadata([*others, updated])
-        if metadata != group.subscription_metadata:
-            records.append(_partition_metadata_record(group.group_id, metadata))
-            bump = True
-        self._apply(records)
-        records = []
-        if bump:
-            self._apply([CoordinatorRecord(ConsumerGroupKey(GROUP_METADATA, group.group_id),
-                                           GroupEpochValue(group.group_epoch + 1, group.metadata_hash))])
-            log.info("consumer group %s: epoch %d", group.group_id, group.group_epoch)
-        if group.group_epoch > group.assignment_epoch:
-            self._compute_target(group)
-        current = group.members[member_id]
-        target = group.target.get(member_id, {})
-        reconciled = reconcile(current, group.assignment_epoch, target, group.partition_epoch, req.owned)
-        if not reconciled.same_assignment_state(current):
-            self._apply([_current_assignment_record(group.group_id, reconciled)])
+        current = self.update_member_and_reconcile(group, member, updated, is_new, req.owned)
         self._schedule_session(group.group_id, member_id)
         self._schedule_revocation(group, group.members[member_id])
         final = group.members[member_id]
@@ -172,6 +154,38 @@ class ConsumerMembership(ShardState):
                                                        for t, p in sorted(final.assigned.items())]}
         return body
 
+    def update_member_and_reconcile(self, group: ConsumerGroup, member: ConsumerMember, updated: ConsumerMember,
+                                    is_new: bool, owned: Assignment | None) -> ConsumerMember:
+        """Steps 1-3 of a heartbeat (and of a classic member's JoinGroup): record the member's new
+        metadata, bump the group epoch if membership, a subscription or the subscribed topics
+        changed, recompute the target if it is behind, and reconcile the member one step (``owned``:
+        what the member says it owns, None if it did not say). Returns the member as it was before
+        reconciling."""
+        group_id, member_id = group.group_id, updated.member_id
+        records: list[CoordinatorRecord] = []
+        if is_new or not updated.same_metadata(member):
+            records.append(_member_metadata_record(group_id, updated))
+        bump = is_new or not updated.same_subscription(member)
+        # The topics the group subscribes to, with this member's (new) subscription.
+        others = [m for m in group.members.values() if m.member_id != member_id]
+        metadata = self._subscription_metadata([*others, updated])
+        if metadata != group.subscription_metadata:
+            records.append(_partition_metadata_record(group_id, metadata))
+            bump = True
+        self._apply(records)
+        if bump:
+            self._apply([CoordinatorRecord(ConsumerGroupKey(GROUP_METADATA, group_id),
+                                           GroupEpochValue(group.group_epoch + 1, group.metadata_hash))])
+            log.info("consumer group %s: epoch %d", group_id, group.group_epoch)
+        if group.group_epoch > group.assignment_epoch:
+            self._compute_target(group)
+        current = group.members[member_id]
+        target = group.target.get(member_id, {})
+        reconciled = reconcile(current, group.assignment_epoch, target, group.partition_epoch, owned)
+        if not reconciled.same_assignment_state(current):
+            self._apply([_current_assignment_record(group_id, reconciled)])
+        return current
+
     def _group_for_heartbeat(self, group_id: str, joining: bool) -> ConsumerGroup:
         group = self.consumer_groups.get(group_id)
         if group is not None:
@@ -180,8 +194,11 @@ class ConsumerMembership(ShardState):
             raise HeartbeatError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
         classic = self.groups.get(group_id)
         if classic is not None:
-            if not (joining and classic.is_empty):
+            if not joining:
                 raise HeartbeatError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
+            if not classic.is_empty:
+                # A running classic group: online migration makes it a consumer group, or refuses.
+                return self.upgrade_classic_group(classic)
             # An empty classic group (or one only holding offsets) becomes a consumer group; its
             # offsets stay, as in Kafka.
             self.write([self.group_tombstone(group_id)])
@@ -278,10 +295,29 @@ class ConsumerMembership(ShardState):
         return {"error_code": ErrorCode.NONE, "error_message": None, "member_id": member_id,
                 "member_epoch": req.member_epoch, "heartbeat_interval_ms": 0, "assignment": None}
 
+    # Online migration: overridden by classic_members.py, which serves classic members -------
+
+    def upgrade_classic_group(self, classic: ClassicGroup) -> ConsumerGroup:
+        """A consumer-protocol member joins the running classic group ``classic``: convert it, or
+        raise HeartbeatError."""
+        raise HeartbeatError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {classic.group_id} is not a consumer group.")
+
+    def maybe_downgrade(self, group: ConsumerGroup, leaving: Sequence[str], why: str) -> bool:
+        """Members ``leaving`` are being fenced: if a classic group should continue without them,
+        make it so (the consumer group and its timers gone) and return True."""
+        return False
+
     def _fence(self, group: ConsumerGroup, member_id: str, why: str) -> None:
-        """Remove a member and bump the group epoch (Kafka's consumerGroupFenceMember)."""
-        records = self._removal_records(group.group_id, member_id)
-        self._apply(records)
+        self.fence_members(group, [member_id], why)
+
+    def fence_members(self, group: ConsumerGroup, member_ids: Sequence[str], why: str) -> None:
+        """Remove members and bump the group epoch (Kafka's consumerGroupFenceMembers), unless the
+        remaining members are all classic and the group goes back to being a classic group."""
+        if not member_ids:
+            return
+        if self.maybe_downgrade(group, member_ids, why):
+            return
+        self._apply([r for member_id in member_ids for r in self._removal_records(group.group_id, member_id)])
         metadata = self._subscription_metadata(list(group.members.values()))
         extra: list[CoordinatorRecord] = []
         if metadata != group.subscription_metadata:
@@ -289,8 +325,10 @@ class ConsumerMembership(ShardState):
         extra.append(CoordinatorRecord(ConsumerGroupKey(GROUP_METADATA, group.group_id),
                                        GroupEpochValue(group.group_epoch + 1, group.metadata_hash)))
         self._apply(extra)
-        self._cancel_member_timers(group.group_id, member_id)
-        log.info("consumer group %s: member %s %s; epoch %d", group.group_id, member_id, why, group.group_epoch)
+        for member_id in member_ids:
+            self._cancel_member_timers(group.group_id, member_id)
+        log.info("consumer group %s: member(s) %s %s; epoch %d", group.group_id, ", ".join(member_ids), why,
+                 group.group_epoch)
 
     @staticmethod
     def _removal_records(group_id: str, member_id: str) -> list[CoordinatorRecord]:
@@ -343,19 +381,32 @@ class ConsumerMembership(ShardState):
     def _revocation_key(group_id: str, member_id: str) -> tuple[str, str, str]:
         return ("consumer-revocation", group_id, member_id)
 
+    @staticmethod
+    def classic_join_key(group_id: str, member_id: str) -> tuple[str, str, str]:
+        return ("consumer-classic-join", group_id, member_id)
+
+    @staticmethod
+    def classic_sync_key(group_id: str, member_id: str) -> tuple[str, str, str]:
+        return ("consumer-classic-sync", group_id, member_id)
+
     def _schedule_session(self, group_id: str, member_id: str) -> None:
         def expire() -> None:
             group = self.consumer_groups.get(group_id)
             if group is not None and member_id in group.members:
                 self._fence(group, member_id, "session expired")
 
-        self.timers.schedule(self._session_key(group_id, member_id),
-                             self.now_ms + self.config.consumer_session_timeout_ms, expire)
+        group = self.consumer_groups.get(group_id)
+        member = group.members.get(member_id) if group is not None else None
+        # A classic member's session is the one its JoinGroup asked for.
+        timeout = (member.classic.session_timeout_ms if member is not None and member.classic is not None
+                   else self.config.consumer_session_timeout_ms)
+        self.timers.schedule(self._session_key(group_id, member_id), self.now_ms + timeout, expire)
 
     def _schedule_revocation(self, group: ConsumerGroup, member: ConsumerMember) -> None:
         """While a member is revoking, its rebalance timeout runs: past it, it is fenced."""
         key = self._revocation_key(group.group_id, member.member_id)
-        if member.state != MemberState.UNREVOKED_PARTITIONS:
+        # Classic members revoke by rejoining: their JoinGroup and SyncGroup timers bound that.
+        if member.state != MemberState.UNREVOKED_PARTITIONS or member.uses_classic_protocol:
             self.timers.cancel(key)
             return
         if self.timers.deadline(key) is not None:
@@ -373,8 +424,9 @@ class ConsumerMembership(ShardState):
         self.timers.schedule(key, self.now_ms + timeout, expire)
 
     def _cancel_member_timers(self, group_id: str, member_id: str) -> None:
-        self.timers.cancel(self._session_key(group_id, member_id))
-        self.timers.cancel(self._revocation_key(group_id, member_id))
+        for key in (self._session_key(group_id, member_id), self._revocation_key(group_id, member_id),
+                    self.classic_join_key(group_id, member_id), self.classic_sync_key(group_id, member_id)):
+            self.timers.cancel(key)
 
     # Records: one path for live changes and loading --------------------------------------
 
@@ -421,7 +473,7 @@ class ConsumerMembership(ShardState):
             group.set_member(ConsumerMember(
                 key.member_id, value.instance_id, value.rack_id, value.client_id, value.client_host,
                 value.subscribed_topic_names, value.subscribed_topic_regex, value.rebalance_timeout_ms,
-                value.server_assignor))
+                value.server_assignor, classic=value.classic))
         elif key.record_type == TARGET_ASSIGNMENT_MEMBER:
             if value is None:
                 group.target.pop(key.member_id, None)
@@ -479,7 +531,7 @@ class ConsumerMembership(ShardState):
                 "subscribed_topic_regex": member.subscribed_topic_regex,
                 "assignment": {"topic_partitions": self._named(member.assigned)},
                 "target_assignment": {"topic_partitions": self._named(target)},
-                "member_type": MEMBER_TYPE_CONSUMER}
+                "member_type": MEMBER_TYPE_CLASSIC if member.uses_classic_protocol else MEMBER_TYPE_CONSUMER}
 
     def _named(self, assignment: Assignment) -> list[Body]:
         return [{"topic_id": t, "topic_name": self.topic_names_by_id.get(t, ""), "partitions": sorted(p)}
@@ -487,9 +539,7 @@ class ConsumerMembership(ShardState):
 
 
 def _member_metadata_record(group_id: str, m: ConsumerMember) -> CoordinatorRecord:
-    return CoordinatorRecord(ConsumerMemberKey(MEMBER_METADATA, group_id, m.member_id), MemberMetadataValue(
-        m.instance_id, m.rack_id, m.client_id, m.client_host, m.subscribed_topic_names, m.subscribed_topic_regex,
-        m.rebalance_timeout_ms, m.server_assignor))
+    return CoordinatorRecord(ConsumerMemberKey(MEMBER_METADATA, group_id, m.member_id), m.metadata_value())
 
 
 def _partition_metadata_record(group_id: str, metadata: Mapping[str, TopicMetadata]) -> CoordinatorRecord:
@@ -498,6 +548,4 @@ def _partition_metadata_record(group_id: str, metadata: Mapping[str, TopicMetada
 
 
 def _current_assignment_record(group_id: str, m: ConsumerMember) -> CoordinatorRecord:
-    return CoordinatorRecord(ConsumerMemberKey(CURRENT_MEMBER_ASSIGNMENT, group_id, m.member_id),
-                             CurrentAssignmentValue(m.member_epoch, m.previous_member_epoch, int(m.state),
-                                                    m.assigned, m.pending_revocation, m.assignment_epochs))
+    return CoordinatorRecord(ConsumerMemberKey(CURRENT_MEMBER_ASSIGNMENT, group_id, m.member_id), m.assignment_value())

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..protocol.primitives import DecodeError, Reader, Writer
-from ..protocol.schema import BYTES, INT8, INT32, INT64, NULL, STRING, UUID, Array, Struct, f
+from ..protocol.schema import BYTES, INT8, INT32, INT64, NULL, STRING, UUID, Array, FieldType, Struct, f
 
 GROUP_METADATA = 3
 PARTITION_METADATA = 4
@@ -61,6 +61,29 @@ _CLASSIC_MEMBER_METADATA = Struct([
     f("session_timeout_ms", INT32),
     f("supported_protocols", Array(Struct([f("name", STRING), f("metadata", BYTES)]))),
 ])
+# Kafka marks the presence of a tagged nullable struct with an unsigned varint, 0 for null (an
+# untagged one has an int8, -1 for null), and writes the null of a consumer-protocol member
+# explicitly: an absent tag 0 reads, in Kafka, as an empty (classic!) ClassicMemberMetadata.
+EXPLICIT_NULL = object()
+
+
+@dataclass(frozen=True)
+class _TaggedNullableStruct(FieldType):
+    struct: Struct
+
+    def decode(self, r: Reader, flexible: bool, version: int, nullable: bool) -> Any:
+        if r.uvarint() == 0:
+            return None
+        return self.struct.decode(r, flexible, version, False)
+
+    def encode(self, w: Writer, value: Any, flexible: bool, version: int, nullable: bool) -> None:
+        if value is None or value is EXPLICIT_NULL:
+            w.uvarint(0)
+            return
+        w.uvarint(1)
+        self.struct.encode(w, value, flexible, version, False)
+
+
 _MEMBER_METADATA_VALUE = Struct([
     f("instance_id", STRING, nullable="0+"),
     f("rack_id", STRING, nullable="0+"),
@@ -70,8 +93,10 @@ _MEMBER_METADATA_VALUE = Struct([
     f("subscribed_topic_regex", STRING, nullable="0+"),
     f("rebalance_timeout_ms", INT32, default=-1),
     f("server_assignor", STRING, nullable="0+"),
-    # A classic-protocol member of a consumer group (online migration, not served yet): skipped.
-    f("classic_member_metadata", _CLASSIC_MEMBER_METADATA, nullable="0+", tag=0, tagged="0+", default=NULL),
+    # Set for a classic-protocol member of a consumer group (online migration): what its
+    # JoinGroup said, which SyncGroup, Heartbeat and a downgrade back to classic need.
+    f("classic_member_metadata", _TaggedNullableStruct(_CLASSIC_MEMBER_METADATA), nullable="0+", tag=0,
+      tagged="0+", default=NULL),
 ])
 _TARGET_METADATA_VALUE = Struct([
     f("assignment_epoch", INT32),
@@ -131,6 +156,15 @@ class PartitionMetadataValue:
 
 
 @dataclass(frozen=True)
+class ClassicMemberMetadata:
+    """A consumer group member that speaks the classic protocol (JoinGroup/SyncGroup/Heartbeat):
+    its session timeout and its JoinGroup protocols (name, embedded subscription), in order."""
+
+    session_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]
+
+
+@dataclass(frozen=True)
 class MemberMetadataValue:
     instance_id: str | None
     rack_id: str | None
@@ -140,6 +174,7 @@ class MemberMetadataValue:
     subscribed_topic_regex: str | None
     rebalance_timeout_ms: int
     server_assignor: str | None
+    classic: ClassicMemberMetadata | None = None
 
 
 @dataclass(frozen=True)
@@ -238,7 +273,10 @@ def _value_struct_and_body(value: ConsumerValue) -> tuple[Struct, dict[str, obje
             "instance_id": value.instance_id, "rack_id": value.rack_id, "client_id": value.client_id,
             "client_host": value.client_host, "subscribed_topic_names": list(value.subscribed_topic_names),
             "subscribed_topic_regex": value.subscribed_topic_regex,
-            "rebalance_timeout_ms": value.rebalance_timeout_ms, "server_assignor": value.server_assignor}
+            "rebalance_timeout_ms": value.rebalance_timeout_ms, "server_assignor": value.server_assignor,
+            "classic_member_metadata": EXPLICIT_NULL if value.classic is None else {
+                "session_timeout_ms": value.classic.session_timeout_ms,
+                "supported_protocols": [{"name": n, "metadata": m} for n, m in value.classic.protocols]}}
     if isinstance(value, TargetEpochValue):
         return _TARGET_METADATA_VALUE, {"assignment_epoch": value.assignment_epoch,
                                         "assignment_timestamp": value.assignment_timestamp}
@@ -286,9 +324,14 @@ def decode_consumer_value(record_type: int, data: bytes) -> ConsumerValue:
             topics.append(TopicMetadata(t["topic_id"], t["topic_name"], t["num_partitions"], tuple(racks)))
         return PartitionMetadataValue(tuple(topics))
     if record_type == MEMBER_METADATA:
-        return MemberMetadataValue(body["instance_id"], body["rack_id"], body["client_id"], body["client_host"],
-                                   tuple(body["subscribed_topic_names"]), body["subscribed_topic_regex"],
-                                   body["rebalance_timeout_ms"], body["server_assignor"])
+        classic = body["classic_member_metadata"]
+        return MemberMetadataValue(
+            body["instance_id"], body["rack_id"], body["client_id"], body["client_host"],
+            tuple(body["subscribed_topic_names"]), body["subscribed_topic_regex"], body["rebalance_timeout_ms"],
+            body["server_assignor"],
+            None if classic is None else ClassicMemberMetadata(
+                classic["session_timeout_ms"],
+                tuple((p["name"], bytes(p["metadata"])) for p in classic["supported_protocols"])))
     if record_type == TARGET_ASSIGNMENT_METADATA:
         return TargetEpochValue(body["assignment_epoch"], body["assignment_timestamp"])
     if record_type == TARGET_ASSIGNMENT_MEMBER:

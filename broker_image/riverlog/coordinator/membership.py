@@ -84,8 +84,8 @@ class Membership(ShardState):
         consumer_group = self.consumer_groups.get(req.group_id)
         if consumer_group is not None:
             if consumer_group.members:
-                # Classic members cannot join a consumer group until online migration exists
-                # (Kafka answers the same with group.consumer.migration.policy=disabled).
+                # Classic members of a consumer group are served by classic_members.py, which
+                # routes them there before this; without it, Kafka's answer with migration disabled.
                 self.reply(token, join_error(req.member_id, ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
                 return
             # An empty consumer group gives way to a classic one; its offsets stay.

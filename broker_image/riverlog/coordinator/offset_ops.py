@@ -149,19 +149,22 @@ class OffsetOps(ShardState):
         member = group.members.get(member_id)
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
-        if not transactional and version < MIN_VERSION_MEMBER_EPOCH:
+        # A classic member of the group (online migration) commits with its generation, which is
+        # its member epoch, and is told ILLEGAL_GENERATION where others are told STALE_MEMBER_EPOCH.
+        stale = ErrorCode.ILLEGAL_GENERATION if member.uses_classic_protocol else ErrorCode.STALE_MEMBER_EPOCH
+        if not transactional and not member.uses_classic_protocol and version < MIN_VERSION_MEMBER_EPOCH:
             return ErrorCode.UNSUPPORTED_VERSION  # consumer-protocol members commit with v9+
         if member_epoch == member.member_epoch:
             return None
         if member_epoch > member.member_epoch:
-            return ErrorCode.STALE_MEMBER_EPOCH
+            return stale
         # KIP-1251 (Kafka 4.3): a member whose epoch moved on before it heard of it may still
         # commit, with its older epoch, the partitions it has held since that epoch or before.
         for topic, partition in partitions:
             metadata = self.topics.get(topic)
             since = None if metadata is None else member.holds_since(metadata.topic_id, partition)
             if since is None or since > member_epoch:
-                return ErrorCode.STALE_MEMBER_EPOCH
+                return stale
         return None
 
     def validate_consumer_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> ErrorCode | None:
@@ -171,7 +174,9 @@ class OffsetOps(ShardState):
         member = group.members.get(member_id or "")
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
-        return None if member_epoch == member.member_epoch else ErrorCode.STALE_MEMBER_EPOCH
+        if member_epoch == member.member_epoch:
+            return None
+        return ErrorCode.ILLEGAL_GENERATION if member.uses_classic_protocol else ErrorCode.STALE_MEMBER_EPOCH
 
     def _validate_commit(self, group: ClassicGroup, generation_id: int, member_id: str,
                          group_instance_id: str | None, *, transactional: bool) -> ErrorCode | None:

@@ -18,14 +18,14 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..protocol.errors import ErrorCode
-from .consumer_membership import GROUP_TYPE_CONSUMER, ConsumerMembership
+from .classic_members import ClassicMembersOfConsumerGroups
+from .consumer_membership import GROUP_TYPE_CONSUMER
 from .consumer_records import (
     ConsumerGroupKey,
     ConsumerMemberKey,
 )
 from .effects import Body, Result
 from .group import ClassicGroup, GroupState, Member
-from .membership import Membership
 from .offset_ops import OffsetOps
 from .records import CoordinatorRecord, GroupMetadataKey, GroupMetadataValue, OffsetCommitKey
 from .share_membership import GROUP_TYPE_SHARE, SHARE_PROTOCOL_TYPE, ShareMembership
@@ -41,7 +41,7 @@ GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 <<
 AUTHORIZED_OPERATIONS_OMITTED = -(1 << 31)
 
 
-class GroupShard(Membership, ConsumerMembership, ShareMembership, OffsetOps):
+class GroupShard(ClassicMembersOfConsumerGroups, ShareMembership, OffsetOps):
     def run(self, now_ms: int, operation: Callable[..., None], *args: Any) -> Result:
         """Run one operation (a bound method of this shard) at ``now_ms``."""
         return self._run(now_ms, lambda: operation(*args))
