@@ -203,7 +203,8 @@ ConsumerValue = (GroupEpochValue | PartitionMetadataValue | MemberMetadataValue 
                  | TargetMemberValue | CurrentAssignmentValue)
 
 
-def _assignment_out(assignment: Assignment) -> list[dict[str, object]]:
+def assignment_out(assignment: Assignment) -> list[dict[str, object]]:
+    """An assignment as TopicPartitions entries (also the share group records')."""
     # Sorted so that equal assignments are equal bytes (tests and log dumps compare them).
     return [{"topic_id": tid, "partitions": sorted(parts)} for tid, parts in sorted(assignment.items())
             if parts]
@@ -231,7 +232,7 @@ def _assigned_epochs_in(entries: list[dict[str, Any]]) -> AssignmentEpochs:
     return epochs
 
 
-def _assignment_in(entries: list[dict[str, Any]]) -> Assignment:
+def assignment_in(entries: list[dict[str, Any]]) -> Assignment:
     out: Assignment = {}
     for e in entries:
         parts: frozenset[int] = frozenset(e["partitions"])
@@ -241,22 +242,54 @@ def _assignment_in(entries: list[dict[str, Any]]) -> Assignment:
     return out
 
 
-def encode_consumer_key(key: ConsumerKey) -> bytes:
+def encode_group_key(record_type: int, group: str, member_id: str | None) -> bytes:
+    """A group record key (consumer and share groups alike): the type, the group id and, for a
+    member's record, the member id."""
     w = Writer()
-    w.int16(key.record_type)
-    if isinstance(key, ConsumerMemberKey):
-        _MEMBER_KEY.encode(w, {"group_id": key.group, "member_id": key.member_id}, False, 0, False)
+    w.int16(record_type)
+    if member_id is not None:
+        _MEMBER_KEY.encode(w, {"group_id": group, "member_id": member_id}, False, 0, False)
     else:
-        _GROUP_KEY.encode(w, {"group_id": key.group}, False, 0, False)
+        _GROUP_KEY.encode(w, {"group_id": group}, False, 0, False)
     return bytes(w.buf)
 
 
-def decode_consumer_key(record_type: int, r: Reader) -> ConsumerKey:
-    if record_type in (MEMBER_METADATA, TARGET_ASSIGNMENT_MEMBER, CURRENT_MEMBER_ASSIGNMENT):
+def decode_group_key(r: Reader, member: bool) -> tuple[str, str | None]:
+    """(group id, member id or None) of a group record key whose type was read already."""
+    if member:
         body = _MEMBER_KEY.decode(r, False, 0, False)
-        return ConsumerMemberKey(record_type, body["group_id"], body["member_id"])
-    body = _GROUP_KEY.decode(r, False, 0, False)
-    return ConsumerGroupKey(record_type, body["group_id"])
+        return body["group_id"], body["member_id"]
+    return _GROUP_KEY.decode(r, False, 0, False)["group_id"], None
+
+
+def encode_value_v0(struct: Struct, body: dict[str, object]) -> bytes:
+    """A record value: version 0, then the flexible struct."""
+    w = Writer()
+    w.int16(0)
+    struct.encode(w, body, True, 0, False)
+    return bytes(w.buf)
+
+
+def decode_value_v0(struct: Struct, data: bytes, what: str) -> dict[str, Any]:
+    r = Reader(data)
+    version = r.int16()
+    if version != 0:
+        raise DecodeError(f"{what}: unknown value version {version}")
+    body: dict[str, Any] = struct.decode(r, True, 0, False)
+    return body
+
+
+def encode_consumer_key(key: ConsumerKey) -> bytes:
+    return encode_group_key(key.record_type, key.group,
+                            key.member_id if isinstance(key, ConsumerMemberKey) else None)
+
+
+def decode_consumer_key(record_type: int, r: Reader) -> ConsumerKey:
+    group, member_id = decode_group_key(r, record_type in (MEMBER_METADATA, TARGET_ASSIGNMENT_MEMBER,
+                                                           CURRENT_MEMBER_ASSIGNMENT))
+    if member_id is not None:
+        return ConsumerMemberKey(record_type, group, member_id)
+    return ConsumerGroupKey(record_type, group)
 
 
 def _value_struct_and_body(value: ConsumerValue) -> tuple[Struct, dict[str, object]]:
@@ -281,7 +314,7 @@ def _value_struct_and_body(value: ConsumerValue) -> tuple[Struct, dict[str, obje
         return _TARGET_METADATA_VALUE, {"assignment_epoch": value.assignment_epoch,
                                         "assignment_timestamp": value.assignment_timestamp}
     if isinstance(value, TargetMemberValue):
-        return _TARGET_MEMBER_VALUE, {"topic_partitions": _assignment_out(value.partitions)}
+        return _TARGET_MEMBER_VALUE, {"topic_partitions": assignment_out(value.partitions)}
     return _CURRENT_ASSIGNMENT_VALUE, {
         "member_epoch": value.member_epoch, "previous_member_epoch": value.previous_member_epoch,
         "state": value.state, "assigned_partitions": _assigned_out(value.assigned, value.assignment_epochs),
@@ -289,11 +322,7 @@ def _value_struct_and_body(value: ConsumerValue) -> tuple[Struct, dict[str, obje
 
 
 def encode_consumer_value(value: ConsumerValue) -> bytes:
-    struct, body = _value_struct_and_body(value)
-    w = Writer()
-    w.int16(0)
-    struct.encode(w, body, True, 0, False)
-    return bytes(w.buf)
+    return encode_value_v0(*_value_struct_and_body(value))
 
 
 _VALUE_STRUCTS = {
@@ -307,11 +336,7 @@ _VALUE_STRUCTS = {
 
 
 def decode_consumer_value(record_type: int, data: bytes) -> ConsumerValue:
-    r = Reader(data)
-    version = r.int16()
-    if version != 0:
-        raise DecodeError(f"consumer group record type {record_type}: unknown value version {version}")
-    body = _VALUE_STRUCTS[record_type].decode(r, True, 0, False)
+    body = decode_value_v0(_VALUE_STRUCTS[record_type], data, f"consumer group record type {record_type}")
     if record_type == GROUP_METADATA:
         return GroupEpochValue(body["epoch"], body["metadata_hash"])
     if record_type == PARTITION_METADATA:
@@ -335,9 +360,9 @@ def decode_consumer_value(record_type: int, data: bytes) -> ConsumerValue:
     if record_type == TARGET_ASSIGNMENT_METADATA:
         return TargetEpochValue(body["assignment_epoch"], body["assignment_timestamp"])
     if record_type == TARGET_ASSIGNMENT_MEMBER:
-        return TargetMemberValue(_assignment_in(body["topic_partitions"]))
+        return TargetMemberValue(assignment_in(body["topic_partitions"]))
     return CurrentAssignmentValue(body["member_epoch"], body["previous_member_epoch"], body["state"],
-                                  _assignment_in(body["assigned_partitions"]),
-                                  _assignment_in(body["partitions_pending_revocation"]),
+                                  assignment_in(body["assigned_partitions"]),
+                                  assignment_in(body["partitions_pending_revocation"]),
                                   {**_assigned_epochs_in(body["assigned_partitions"]),
                                    **_assigned_epochs_in(body["partitions_pending_revocation"])})

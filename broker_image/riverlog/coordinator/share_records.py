@@ -24,11 +24,18 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
 
-from ..protocol.primitives import DecodeError, Reader, Writer
+from ..protocol.primitives import Reader
 from ..protocol.schema import INT8, INT32, INT64, STRING, UUID, Array, Struct, f
-from .consumer_records import Assignment
+from .consumer_records import (
+    Assignment,
+    assignment_in,
+    assignment_out,
+    decode_group_key,
+    decode_value_v0,
+    encode_group_key,
+    encode_value_v0,
+)
 
 SHARE_MEMBER_METADATA = 10
 SHARE_GROUP_METADATA = 11
@@ -39,8 +46,6 @@ SHARE_STATE_PARTITION_METADATA = 15
 SHARE_KEY_TYPES = frozenset(range(SHARE_MEMBER_METADATA, SHARE_STATE_PARTITION_METADATA + 1))
 _MEMBER_TYPES = (SHARE_MEMBER_METADATA, SHARE_TARGET_ASSIGNMENT_MEMBER, SHARE_CURRENT_MEMBER_ASSIGNMENT)
 
-_GROUP_KEY = Struct([f("group_id", STRING)])
-_MEMBER_KEY = Struct([f("group_id", STRING), f("member_id", STRING)])
 _TOPIC_PARTITIONS = Struct([f("topic_id", UUID), f("partitions", Array(INT32))])
 
 _MEMBER_METADATA_VALUE = Struct([
@@ -134,36 +139,15 @@ ShareValue = (ShareMemberMetadataValue | ShareGroupEpochValue | ShareTargetEpoch
               | ShareCurrentAssignmentValue | ShareStateTopicsValue)
 
 
-def _assignment_out(assignment: Assignment) -> list[dict[str, object]]:
-    return [{"topic_id": tid, "partitions": sorted(parts)} for tid, parts in sorted(assignment.items()) if parts]
-
-
-def _assignment_in(entries: list[dict[str, Any]]) -> Assignment:
-    out: Assignment = {}
-    for e in entries:
-        parts: frozenset[int] = frozenset(e["partitions"])
-        if parts:
-            tid: uuid.UUID = e["topic_id"]
-            out[tid] = out.get(tid, frozenset()) | parts
-    return out
-
-
 def encode_share_key(key: ShareKey) -> bytes:
-    w = Writer()
-    w.int16(key.record_type)
-    if isinstance(key, ShareMemberKey):
-        _MEMBER_KEY.encode(w, {"group_id": key.group, "member_id": key.member_id}, False, 0, False)
-    else:
-        _GROUP_KEY.encode(w, {"group_id": key.group}, False, 0, False)
-    return bytes(w.buf)
+    return encode_group_key(key.record_type, key.group, key.member_id if isinstance(key, ShareMemberKey) else None)
 
 
 def decode_share_key(record_type: int, r: Reader) -> ShareKey:
-    if record_type in _MEMBER_TYPES:
-        body = _MEMBER_KEY.decode(r, False, 0, False)
-        return ShareMemberKey(record_type, body["group_id"], body["member_id"])
-    body = _GROUP_KEY.decode(r, False, 0, False)
-    return ShareGroupKey(record_type, body["group_id"])
+    group, member_id = decode_group_key(r, record_type in _MEMBER_TYPES)
+    if member_id is not None:
+        return ShareMemberKey(record_type, group, member_id)
+    return ShareGroupKey(record_type, group)
 
 
 def _value_struct_and_body(value: ShareValue) -> tuple[Struct, dict[str, object]]:
@@ -177,7 +161,7 @@ def _value_struct_and_body(value: ShareValue) -> tuple[Struct, dict[str, object]
         return _TARGET_METADATA_VALUE, {"assignment_epoch": value.assignment_epoch,
                                         "assignment_timestamp": value.assignment_timestamp}
     if isinstance(value, ShareTargetMemberValue):
-        return _TARGET_MEMBER_VALUE, {"topic_partitions": _assignment_out(value.partitions)}
+        return _TARGET_MEMBER_VALUE, {"topic_partitions": assignment_out(value.partitions)}
     if isinstance(value, ShareStateTopicsValue):
         return _STATE_PARTITION_METADATA_VALUE, {
             "initializing_topics": [], "deleting_topics": [],
@@ -185,15 +169,11 @@ def _value_struct_and_body(value: ShareValue) -> tuple[Struct, dict[str, object]
                                    for t, n, p in value.initialized]}
     return _CURRENT_ASSIGNMENT_VALUE, {
         "member_epoch": value.member_epoch, "previous_member_epoch": value.previous_member_epoch,
-        "state": value.state, "assigned_partitions": _assignment_out(value.assigned)}
+        "state": value.state, "assigned_partitions": assignment_out(value.assigned)}
 
 
 def encode_share_value(value: ShareValue) -> bytes:
-    struct, body = _value_struct_and_body(value)
-    w = Writer()
-    w.int16(0)
-    struct.encode(w, body, True, 0, False)
-    return bytes(w.buf)
+    return encode_value_v0(*_value_struct_and_body(value))
 
 
 _VALUE_STRUCTS = {
@@ -207,11 +187,7 @@ _VALUE_STRUCTS = {
 
 
 def decode_share_value(record_type: int, data: bytes) -> ShareValue:
-    r = Reader(data)
-    version = r.int16()
-    if version != 0:
-        raise DecodeError(f"share group record type {record_type}: unknown value version {version}")
-    body = _VALUE_STRUCTS[record_type].decode(r, True, 0, False)
+    body = decode_value_v0(_VALUE_STRUCTS[record_type], data, f"share group record type {record_type}")
     if record_type == SHARE_MEMBER_METADATA:
         return ShareMemberMetadataValue(body["rack_id"], body["client_id"], body["client_host"],
                                         tuple(body["subscribed_topic_names"]))
@@ -220,10 +196,10 @@ def decode_share_value(record_type: int, data: bytes) -> ShareValue:
     if record_type == SHARE_TARGET_ASSIGNMENT_METADATA:
         return ShareTargetEpochValue(body["assignment_epoch"], body["assignment_timestamp"])
     if record_type == SHARE_TARGET_ASSIGNMENT_MEMBER:
-        return ShareTargetMemberValue(_assignment_in(body["topic_partitions"]))
+        return ShareTargetMemberValue(assignment_in(body["topic_partitions"]))
     if record_type == SHARE_STATE_PARTITION_METADATA:
         # Kafka's initializing topics may have share state too: kept with the initialized ones.
         topics = [*body["initializing_topics"], *body["initialized_topics"]]
         return ShareStateTopicsValue(tuple((t["topic_id"], t["topic_name"], tuple(t["partitions"])) for t in topics))
     return ShareCurrentAssignmentValue(body["member_epoch"], body["previous_member_epoch"], body["state"],
-                                       _assignment_in(body["assigned_partitions"]))
+                                       assignment_in(body["assigned_partitions"]))
