@@ -10,12 +10,13 @@ also leaves out of a regex subscription the topics the member may not describe.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ..coordinator.consumer_group import LEAVE_EPOCH, LEAVE_STATIC_EPOCH
 from ..coordinator.consumer_membership import HeartbeatRequest, heartbeat_error
 from ..coordinator.consumer_records import Assignment
-from ..coordinator.shard import AUTHORIZED_OPERATIONS_OMITTED, GROUP_AUTHORIZED_OPERATIONS
+from ..coordinator.shard import AUTHORIZED_OPERATIONS_OMITTED, GROUP_AUTHORIZED_OPERATIONS, GroupShard
 from ..coordinator.topic_regex import InvalidRegex, compile_regex
 from ..protocol.errors import ErrorCode, KafkaError
 from ..server.dispatch import RequestContext
@@ -116,7 +117,10 @@ def _describe_error(group_id: str, code: ErrorCode, message: str | None = None) 
             "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
 
 
-async def handle_consumer_group_describe(broker: BrokerHost, ctx: RequestContext, req: Body) -> Body:
+def describe_modern_groups(broker: BrokerHost, ctx: RequestContext, req: Body,
+                           describe: Callable[[GroupShard, list[str], int], list[Body]]) -> Body:
+    """ConsumerGroupDescribe and ShareGroupDescribe, whose answers share one shape: DESCRIBE on
+    each group, then ``describe`` (the shard's method for that kind of group) where it lives."""
     operations = GROUP_AUTHORIZED_OPERATIONS if req.get("include_authorized_operations") \
         else AUTHORIZED_OPERATIONS_OMITTED
     groups: list[Body] = []
@@ -131,5 +135,9 @@ async def handle_consumer_group_describe(broker: BrokerHost, ctx: RequestContext
             except KafkaError as exc:
                 groups.append(_describe_error(group_id, exc.code))
                 continue
-            groups.extend(shard.describe_consumer_groups([group_id], operations))
+            groups.extend(describe(shard, [group_id], operations))
     return {"throttle_time_ms": 0, "groups": groups}
+
+
+async def handle_consumer_group_describe(broker: BrokerHost, ctx: RequestContext, req: Body) -> Body:
+    return describe_modern_groups(broker, ctx, req, GroupShard.describe_consumer_groups)

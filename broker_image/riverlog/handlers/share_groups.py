@@ -20,7 +20,7 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING
 
-from ..coordinator.shard import AUTHORIZED_OPERATIONS_OMITTED, GROUP_AUTHORIZED_OPERATIONS
+from ..coordinator.shard import GroupShard
 from ..coordinator.share_group import LEAVE_EPOCH
 from ..coordinator.share_membership import share_heartbeat_error
 from ..protocol.errors import ErrorCode, KafkaError
@@ -28,6 +28,7 @@ from ..server.dispatch import RequestContext
 from ..share.persister import PersistedState
 from .authorize import Operation, on_group, on_topic
 from .common import Body
+from .consumer_groups import describe_modern_groups
 from .groups import client_host
 
 if TYPE_CHECKING:
@@ -69,29 +70,8 @@ async def handle_share_group_heartbeat(broker: BrokerHost, ctx: RequestContext, 
     return {"throttle_time_ms": 0, **body}
 
 
-def _describe_error(group_id: str, code: ErrorCode, message: str | None = None) -> Body:
-    return {"error_code": code, "error_message": message, "group_id": group_id, "group_state": "", "group_epoch": 0,
-            "assignment_epoch": 0, "assignor_name": "", "members": [],
-            "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
-
-
 async def handle_share_group_describe(broker: BrokerHost, ctx: RequestContext, req: Body) -> Body:
-    operations = GROUP_AUTHORIZED_OPERATIONS if req.get("include_authorized_operations") \
-        else AUTHORIZED_OPERATIONS_OMITTED
-    groups: list[Body] = []
-    for group_id in req["group_ids"]:
-        if not on_group(broker, ctx, Operation.DESCRIBE, group_id):
-            groups.append(_describe_error(group_id, ErrorCode.GROUP_AUTHORIZATION_FAILED))
-        elif not group_id:
-            groups.append(_describe_error(group_id, ErrorCode.INVALID_GROUP_ID))
-        else:
-            try:
-                shard = broker.coordinator.shard_for(group_id)
-            except KafkaError as exc:
-                groups.append(_describe_error(group_id, exc.code))
-                continue
-            groups.extend(shard.describe_share_groups([group_id], operations))
-    return {"throttle_time_ms": 0, "groups": groups}
+    return describe_modern_groups(broker, ctx, req, GroupShard.describe_share_groups)
 
 
 async def handle_describe_share_group_offsets(broker: BrokerHost, ctx: RequestContext, req: Body) -> Body:
