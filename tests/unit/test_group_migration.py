@@ -87,14 +87,14 @@ class ClassicClient:
 class ConsumerClient:
     """A group.protocol=consumer member."""
 
-    def __init__(self, h: Harness, member_id: str) -> None:
-        self.h, self.member_id = h, member_id
+    def __init__(self, h: Harness, member_id: str, instance: str | None = None) -> None:
+        self.h, self.member_id, self.instance = h, member_id, instance
         self.epoch = 0
         self.owned: Assignment = {}
 
     def heartbeat(self) -> dict[str, Any]:
         joining = self.epoch == 0
-        req = HeartbeatRequest("g", self.member_id, self.epoch, None, None, REBALANCE_MS if joining else -1,
+        req = HeartbeatRequest("g", self.member_id, self.epoch, self.instance, None, REBALANCE_MS if joining else -1,
                                ("orders",) if joining else None, None, None, dict(self.owned), "c", "/127.0.0.1")
         body = self.h.replies[self.h.run(self.h.shard.consumer_group_heartbeat, req)]
         if body["error_code"] == ErrorCode.NONE:
@@ -343,3 +343,57 @@ def test_a_classic_static_member_restarting_keeps_its_place_in_a_consumer_group(
     old_id, s.member_id, s.generation = s.member_id, again["member_id"], again["generation_id"]
     assert s.sync()["error_code"] == ErrorCode.NONE and s.owned == before
     assert h.error(h.heartbeat(old_id, s.generation, instance="i-s")) == ErrorCode.FENCED_INSTANCE_ID
+
+
+def test_a_classic_static_member_replacing_the_last_consumer_member_downgrades_the_group() -> None:
+    # Kafka's validateOnlineDowngradeWithReplacedMember: the instance of the last consumer-protocol
+    # member restarts with the classic protocol; the group goes back to classic at once.
+    h = harness()
+    a, b = classic_group_of_two(h)
+    c = ConsumerClient(h, "c", instance="i-c")
+    c.heartbeat()
+    settle([a, b], [c])
+    epoch = h.shard.consumer_groups["g"].group_epoch
+    s = ClassicClient(h, "s")
+    token = h.join(protocols=s.protocols(), instance="i-c", session=SESSION_MS, rebalance=REBALANCE_MS)
+    assert "g" not in h.shard.consumer_groups
+    classic = h.group()
+    assert classic.is_in(GroupState.PREPARING_REBALANCE) and classic.generation_id == epoch
+    assert len(classic.members) == 3 and "c" not in classic.members
+    assert {m.group_instance_id for m in classic.members.values()} == {None, "i-c"}
+    # The others rejoin the classic way; everyone is answered in one new generation.
+    assert a.heartbeat() == ErrorCode.REBALANCE_IN_PROGRESS
+    ta = h.join(a.member_id, protocols=a.protocols(), session=SESSION_MS, rebalance=REBALANCE_MS)
+    tb = h.join(b.member_id, protocols=b.protocols(), session=SESSION_MS, rebalance=REBALANCE_MS)
+    generations = {h.replies[t]["generation_id"] for t in (token, ta, tb)}
+    assert h.replies[token]["error_code"] == ErrorCode.NONE and generations == {epoch + 1}
+    assert "g" not in reloaded(h).consumer_groups
+
+
+def test_a_classic_static_member_replacing_a_lone_consumer_member_makes_a_classic_group() -> None:
+    h = harness()
+    c = ConsumerClient(h, "c", instance="i-c")
+    c.heartbeat()
+    assert c.partitions() == set(range(6))
+    s = ClassicClient(h, "s")
+    token = h.join(protocols=s.protocols(), instance="i-c", session=SESSION_MS, rebalance=REBALANCE_MS)
+    h.advance(0)
+    body = h.replies[token]
+    assert body["error_code"] == ErrorCode.NONE and body["leader"] == body["member_id"]
+    assert "g" not in h.shard.consumer_groups and h.group().is_in(GroupState.COMPLETING_REBALANCE)
+    # The consumer member's instance now belongs to the classic member: the old one is fenced.
+    assert c.heartbeat()["error_code"] in (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.GROUP_ID_NOT_FOUND,
+                                           ErrorCode.FENCED_MEMBER_EPOCH)
+
+
+def test_a_classic_static_member_replacing_a_consumer_member_beside_another_keeps_the_consumer_group() -> None:
+    h = harness()
+    a, b = classic_group_of_two(h)
+    c, d = ConsumerClient(h, "c", instance="i-c"), ConsumerClient(h, "d")
+    c.heartbeat()
+    d.heartbeat()
+    settle([a, b], [c, d])
+    s = ClassicClient(h, "s")
+    body = h.replies[h.join(protocols=s.protocols(), instance="i-c", session=SESSION_MS, rebalance=REBALANCE_MS)]
+    assert body["error_code"] == ErrorCode.NONE
+    assert "g" in h.shard.consumer_groups and body["member_id"] in h.shard.consumer_groups["g"].members

@@ -19,9 +19,12 @@ Kafka 4.3's GroupMetadataManager applies them under ``group.consumer.migration.p
   policy allows downgrades and ``group.max.size`` holds them, the group becomes a classic group
   again (``group_migration.classic_group_from``) and starts a rebalance.
 
+  The same when a classic static member takes the place of the last consumer-protocol member
+  (the same ``group.instance.id`` restarted with the classic protocol): that member is fenced, the
+  group goes back to classic, and the JoinGroup is the classic group's.
+
 Kafka refuses classic members of a consumer group only when the policy is ``disabled``
-(INCONSISTENT_GROUP_PROTOCOL). Not served: the downgrade Kafka makes when a classic static member
-replaces the last consumer-protocol one.
+(INCONSISTENT_GROUP_PROTOCOL).
 """
 
 from __future__ import annotations
@@ -78,6 +81,12 @@ class ClassicMembersOfConsumerGroups(Membership, ConsumerMembership):
     def join_group(self, token: int, req: JoinRequest) -> None:
         group = self._consumer_group_with_members(req.group_id)
         if group is None:
+            super().join_group(token, req)
+            return
+        replaced = self._replaced_by_classic_static_member(group, req)
+        if replaced is not None:
+            # Downgraded (or left empty, which gives way to a classic group): the classic way on.
+            self.fence_members(group, [replaced], f"replaced by classic static member {req.group_instance_id}")
             super().join_group(token, req)
             return
         try:
@@ -215,6 +224,20 @@ class ClassicMembersOfConsumerGroups(Membership, ConsumerMembership):
         return {"error_code": ErrorCode.NONE, "generation_id": final.member_epoch,
                 "protocol_type": CONSUMER_PROTOCOL_TYPE, "protocol_name": _protocol_name(final),
                 "leader": "", "skip_assignment": False, "member_id": member_id, "members": []}
+
+    def _replaced_by_classic_static_member(self, group: ConsumerGroup, req: JoinRequest) -> str | None:
+        """The consumer-protocol member a classic static member's first JoinGroup replaces, when it
+        is the last one and the group may go back to classic (Kafka's
+        validateOnlineDowngradeWithReplacedMember); else None."""
+        if req.group_instance_id is None or req.member_id != UNKNOWN_MEMBER_ID:
+            return None
+        replaced = group.static_members.get(req.group_instance_id)
+        if replaced is None or group.members[replaced].classic is not None:
+            return None
+        if (not group.all_classic_except([replaced]) or not self.config.downgrade_enabled
+                or len(group.members) - 1 > self.config.max_size):
+            return None
+        return replaced
 
     def _member_for_join(self, group: ConsumerGroup, req: JoinRequest, member_id: str,
                          unknown: bool) -> tuple[ConsumerMember, bool]:
