@@ -168,7 +168,8 @@ def test_seeded_faults_lose_no_acknowledged_record_and_no_commit(
           for protocol, members in groups.items()),
         f"{SHARE_GROUP} (share group): " + ("not run (RIVERLOG_FAULT_SHARE=1 runs it)" if share is None else
                                              f"{len(share.deliveries)} deliveries, {len(share.accepted())} records "
-                                             f"accepted, {len(share.errors)} failed polls"),
+                                             f"accepted, {share.unconfirmed_done(logs)} finished without a confirmed "
+                                             f"acceptance, {len(share.errors)} failed polls"),
     ])
     print("\n" + summary)
     assert not problems, f"{len(problems)} problems:\n{format_problems(problems)}\n\n{summary}"
@@ -219,18 +220,15 @@ def check_group(cluster: ProcessCluster, group: str, members: list[GroupMember],
 
 
 def check_share_group(cluster: ProcessCluster, share: ShareReader, logs: dict[int, list[Record]]) -> list[str]:
-    """Wait until the share group accepted every record from its start, stop it, and apply its
-    rules (``support/share_workload.py``)."""
+    """Wait until the share group drained (every record delivered, the durable start offsets at
+    the log end), stop it, and apply its rules (``support/share_workload.py``)."""
     problems: list[str] = []
-
-    def done() -> bool:
-        accepted = share.accepted()
-        return all((p, r.offset) in accepted for p, log in logs.items() for r in log
-                   if r.offset >= share.start_offsets.get(p, 0))
-
     try:
-        cluster.wait_until(done, timeout=120, what="the share group to accept every record")
+        cluster.wait_until(lambda: share.drained(SHARE_GROUP, logs), timeout=120,
+                           what="the share group to finish every record")
     except Exception as exc:
         problems.append(f"share group did not finish: {str(exc).splitlines()[0]}")
+    share.stop_polling()
+    problems += share.problems(SHARE_GROUP, logs)
     share.stop()
-    return problems + share.problems(logs)
+    return problems

@@ -9,6 +9,12 @@ import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.Properties;
+import java.util.concurrent.TimeUnit;
+
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.ListShareGroupOffsetsSpec;
+import org.apache.kafka.clients.admin.SharePartitionOffsetInfo;
 
 import org.apache.kafka.clients.consumer.AcknowledgeType;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
@@ -20,6 +26,7 @@ import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.TopicIdPartition;
+import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
 
@@ -40,6 +47,8 @@ import org.apache.kafka.common.serialization.StringSerializer;
  * hold NAME TIMEOUT_MS                        poll once and acknowledge nothing (the process is
  *                                             then killed while it holds the records)
  * produce TOPIC PARTITION VALUE ...           send values to a partition (one batch) and wait for the acks
+ * offsets GROUP                               the group's share-partition start offsets and lag
+ *                                             (Admin.listShareGroupOffsets: the durable state)
  * close NAME
  * </pre>
  */
@@ -47,6 +56,7 @@ public final class ShareClient {
     private final String bootstrap;
     private final Map<String, KafkaShareConsumer<String, String>> consumers = new HashMap<>();
     private KafkaProducer<String, String> producer;
+    private Admin admin;
 
     private ShareClient(String bootstrap) {
         this.bootstrap = bootstrap;
@@ -160,6 +170,28 @@ public final class ShareClient {
                 producer.flush();
                 break;
             }
+            case "offsets": {
+                if (admin == null) {
+                    Properties props = new Properties();
+                    props.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+                    admin = Admin.create(props);
+                }
+                Map<TopicPartition, SharePartitionOffsetInfo> infos = admin
+                        .listShareGroupOffsets(Map.of(w[1], new ListShareGroupOffsetsSpec()))
+                        .partitionsToOffsetInfo(w[1]).get(30, TimeUnit.SECONDS);
+                List<Object> out = new ArrayList<>();
+                for (Map.Entry<TopicPartition, SharePartitionOffsetInfo> e : infos.entrySet()) {
+                    Map<String, Object> info = new LinkedHashMap<>();
+                    info.put("topic", e.getKey().topic());
+                    info.put("partition", e.getKey().partition());
+                    // A share-partition without state yet comes back without an entry (null).
+                    info.put("start_offset", e.getValue() == null ? -1 : e.getValue().startOffset());
+                    info.put("lag", e.getValue() == null ? -1 : e.getValue().lag().orElse(-1L));
+                    out.add(info);
+                }
+                answer.put("partitions", out);
+                break;
+            }
             case "close": {
                 KafkaShareConsumer<String, String> consumer = consumers.remove(w[1]);
                 consumer.close(Duration.ofSeconds(10));
@@ -190,6 +222,9 @@ public final class ShareClient {
         }
         if (producer != null) {
             producer.close(Duration.ofSeconds(5));
+        }
+        if (admin != null) {
+            admin.close(Duration.ofSeconds(5));
         }
     }
 }

@@ -276,3 +276,32 @@ def test_acknowledgements_outside_the_in_flight_records_are_refused_without_walk
 def test_from_state_cuts_a_state_larger_than_the_window() -> None:
     part = SharePartition.from_state(0, [StateBatch(0, 2**62, RecordState.AVAILABLE, 1)], SETTINGS)
     assert (part.start_offset, part.end_offset) == (0, SETTINGS.max_record_locks)
+
+
+def test_rollback_takes_back_a_failed_acknowledgement_and_the_lock_then_redelivers() -> None:
+    # Kafka rolls an acknowledgement back when its state write fails: the records are held by
+    # their member again (same lock), so an accepted record not written is delivered again.
+    part = fresh()
+    part.acquire("a", 0, 6, 6)
+    part.acknowledge("a", [ack(0, 1, ACCEPT)], 10)  # written
+    undo = part.acknowledge("a", [ack(2, 3, ACCEPT), ack(4, 4, REJECT), ack(5, 5, RELEASE)], 10)
+    assert part.start_offset == 5
+    part.rollback(undo)
+    assert part.start_offset == 2
+    assert states(part) == {o: (RecordState.ACQUIRED, 1) for o in range(2, 6)}
+    assert part.acquired_by("a") == [2, 3, 4, 5] and part.in_flight[2].lock_deadline_ms == LOCK
+    assert part.expire_locks(LOCK) == [2, 3, 4, 5]
+    assert part.acquire("b", LOCK, 6, 10) == [AcquiredRange(2, 5, 2)]
+
+
+def test_rollback_leaves_a_record_changed_since_and_keeps_done_records_between() -> None:
+    part = fresh()
+    part.acquire("a", 0, 4, 4)
+    undo = part.acknowledge("a", [ack(0, 0, ACCEPT), ack(3, 3, RELEASE)], 10)
+    part.acknowledge("a", [ack(1, 2, ACCEPT)], 10)  # another acknowledgement, written
+    assert part.acquire("b", 10, 4, 10) == [AcquiredRange(3, 3, 2)]  # the released record went on
+    part.rollback(undo)
+    assert states(part) == {0: (RecordState.ACQUIRED, 1), 1: (RecordState.ACKNOWLEDGED, 1),
+                            2: (RecordState.ACKNOWLEDGED, 1), 3: (RecordState.ACQUIRED, 2)}
+    assert part.acquired_by("a") == [0] and part.acquired_by("b") == [3]
+    assert part.start_offset == 0

@@ -124,12 +124,23 @@ async def _acknowledge(broker: BrokerHost, group_id: str, member_id: str, topic_
         return ErrorCode.INVALID_RECORD_STATE
     part.expire_locks(now)
     try:
-        part.acknowledge(member_id, batches, now)
+        undo = part.acknowledge(member_id, batches, now)
     except InvalidRecordState:
         return ErrorCode.INVALID_RECORD_STATE
     except InvalidAcknowledgement:
         return ErrorCode.INVALID_REQUEST
-    return await broker.share_partitions.persist(key)
+    return persister_error(await broker.share_partitions.persist(key, undo))
+
+
+def persister_error(code: ErrorCode) -> ErrorCode:
+    """The error a member gets for a failed state write, as Kafka's share-partition leader maps it:
+    a coordinator moving is COORDINATOR_NOT_AVAILABLE, a newer leader NOT_LEADER_OR_FOLLOWER (the
+    client looks the leader up again)."""
+    if code in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS):
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if code == ErrorCode.FENCED_LEADER_EPOCH:
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER
+    return code
 
 
 def _denied_topics(broker: BrokerHost, ctx: RequestContext, topic_ids: set[uuid.UUID]) -> set[uuid.UUID]:

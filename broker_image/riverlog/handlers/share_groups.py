@@ -6,8 +6,8 @@ with Kafka's messages); the protocol is the group coordinator's (``coordinator/s
 As Kafka: READ on the group for a heartbeat, DESCRIBE for a describe. DescribeShareGroupOffsets
 answers each partition's share-partition start offset from the share coordinator (through the
 leader's persister); a null topic list means the topics the group's members subscribe to
-(Kafka: the topics whose share state it initialized); the lag is known where this broker leads
-the partition (-1 elsewhere).
+(Kafka: the topics whose share state it initialized); the lag (KIP-1226) is the partition's high
+watermark, asked of its leader, less the start offset and the records done past it.
 AlterShareGroupOffsets, on an empty group only (NON_EMPTY_GROUP otherwise), starts each named
 share-partition afresh at the given offset in a new state epoch (InitializeShareGroupState): the
 leaders read it again when the next share session opens. DeleteShareGroupOffsets, likewise on an
@@ -102,13 +102,22 @@ async def handle_describe_share_group_offsets(broker: BrokerHost, ctx: RequestCo
     return {"throttle_time_ms": 0, "groups": groups}
 
 
-def _lag(broker: BrokerHost, topic: str, index: int, state: PersistedState | None) -> int:
-    """Records up to the high watermark not yet done (KIP-1226): known where this broker leads the
-    partition and the state counts what is done past its start; -1 otherwise."""
-    replica = broker.replicas.get(topic, index)
-    if state is None or state.delivery_complete_count < 0 or replica is None or not replica.is_leader:
+async def _lag(broker: BrokerHost, topic: str, index: int, state: PersistedState | None) -> int:
+    """Records up to the high watermark not yet done (KIP-1226); -1 when the state does not count
+    what is done past its start or the partition's leader cannot say its high watermark."""
+    if state is None or state.delivery_complete_count < 0:
         return -1
-    return max(0, replica.high_watermark - state.start_offset - state.delivery_complete_count)
+    replica = broker.replicas.get(topic, index)
+    if replica is not None and replica.is_leader:
+        high_watermark: int | None = replica.high_watermark
+    else:
+        leader = broker.image.topics[topic].partitions[index].leader
+        persister = broker.share_partitions.persister
+        high_watermark = None if leader < 0 or persister is None else \
+            await persister.high_watermark(leader, topic, index)
+    if high_watermark is None:
+        return -1
+    return max(0, high_watermark - state.start_offset - state.delivery_complete_count)
 
 
 async def _describe_topic_offsets(broker: BrokerHost, ctx: RequestContext, group_id: str, wanted: Body) -> Body:
@@ -129,8 +138,9 @@ async def _describe_topic_offsets(broker: BrokerHost, ctx: RequestContext, group
             continue
         code, state = (ErrorCode.NONE, None) if persister is None else \
             await persister.summary(group_id, topic.topic_id, index)
+        lag = await _lag(broker, name, index, state)
         parts.append({"partition_index": index, "start_offset": state.start_offset if state is not None else -1,
-                      "leader_epoch": topic.partitions[index].leader_epoch, "lag": _lag(broker, name, index, state),
+                      "leader_epoch": topic.partitions[index].leader_epoch, "lag": lag,
                       "error_code": code, "error_message": None})
     return {"topic_name": name, "topic_id": topic.topic_id, "partitions": parts}
 

@@ -7,10 +7,11 @@ in-flight batches (locks do not survive a move: acquired records come back avail
 their delivery counts); one never written starts where ``share.auto.offset.reset`` says, and
 that start is written at once, so a leader change does not move it. After acknowledgements the
 whole in-flight state is written again (one write at a time per share-partition, so the last
-write always carries the newest state). A share-partition taken up in an older leader epoch is
-dropped and read again: another leader may have moved it on meanwhile; so is one whose write was
-fenced, and one nobody holds records of when a share session opens on it (offsets altered by an
-admin while the group was empty take effect).
+write always carries the newest state); an acknowledgement whose write fails is taken back, so
+its records are delivered again once their lock lapses, as Kafka's are. A share-partition taken
+up in an older leader epoch is dropped and read again: another leader may have moved it on
+meanwhile; so is one whose write was fenced, and one nobody holds records of when a share
+session opens on it (offsets altered by an admin while the group was empty take effect).
 
 The asyncio shell around the pure share-partitions: the handlers pass the log's offsets and the
 time in.
@@ -25,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..protocol.errors import ErrorCode, KafkaError
-from .partition import OffsetReset, SharePartition, ShareSettings
+from .partition import AcknowledgementUndo, OffsetReset, SharePartition, ShareSettings
 
 if TYPE_CHECKING:
     from ..config import BrokerConfig
@@ -103,13 +104,16 @@ class SharePartitionManager:
         entry = self._entries.get(key)
         return entry.part if entry is not None and entry.leader_epoch == leader_epoch else None
 
-    async def persist(self, key: ShareKey) -> ErrorCode:
-        """Write the share-partition's state (after acknowledgements), one write at a time."""
+    async def persist(self, key: ShareKey, undo: AcknowledgementUndo | None = None) -> ErrorCode:
+        """Write the share-partition's state (after acknowledgements), one write at a time. When
+        the write fails, the acknowledgement ``undo`` describes is taken back."""
         entry = self._entries.get(key)
         if entry is None or self.persister is None:
             return ErrorCode.NONE
         async with entry.write_lock:
             code = await self._write(key, entry)
+            if code != ErrorCode.NONE and undo is not None:
+                entry.part.rollback(undo)
         if code in (ErrorCode.FENCED_STATE_EPOCH, ErrorCode.FENCED_LEADER_EPOCH) and self._entries.get(key) is entry:
             # Altered offsets or a newer leader: what this broker holds is stale, read it again.
             del self._entries[key]

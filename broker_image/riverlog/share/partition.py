@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 DEFAULT_RECORD_LOCK_DURATION_MS = 30_000
 DEFAULT_DELIVERY_COUNT_LIMIT = 5
@@ -108,6 +108,15 @@ class AcknowledgementBatch:
 
     def type_at(self, offset: int) -> int:
         return self.types[0] if len(self.types) == 1 else self.types[offset - self.first_offset]
+
+
+@dataclass(frozen=True)
+class AcknowledgementUndo:
+    """What an acknowledgement changed, to take it back when its state write fails: each
+    offset's record before and after it."""
+
+    before: dict[int, InFlightRecord]
+    after: dict[int, InFlightRecord]
 
 
 @dataclass(frozen=True)
@@ -218,13 +227,16 @@ class SharePartition:
 
     # --- acknowledgement ------------------------------------------------------------------------
 
-    def acknowledge(self, member_id: str, batches: Sequence[AcknowledgementBatch], now_ms: int) -> None:
-        """Apply a member's acknowledgements, all or none: every batch is checked first."""
+    def acknowledge(self, member_id: str, batches: Sequence[AcknowledgementBatch], now_ms: int) -> AcknowledgementUndo:
+        """Apply a member's acknowledgements, all or none: every batch is checked first. Returns
+        what :meth:`rollback` needs to take them back."""
         for batch in batches:
             self._check(member_id, batch)
+        before: dict[int, InFlightRecord] = {}
         for batch in batches:
             for offset in range(batch.first_offset, batch.last_offset + 1):
                 rec = self.in_flight[offset]
+                before.setdefault(offset, replace(rec))
                 kind = AcknowledgeType(batch.type_at(offset))
                 if kind is AcknowledgeType.ACCEPT:
                     self._finish(rec, RecordState.ACKNOWLEDGED)
@@ -234,6 +246,30 @@ class SharePartition:
                     rec.lock_deadline_ms = now_ms + self.settings.record_lock_duration_ms
                 else:  # REJECT, GAP
                     self._finish(rec, RecordState.ARCHIVED)
+        after = {offset: replace(self.in_flight[offset]) for offset in before}
+        self._advance_start()
+        return AcknowledgementUndo(before, after)
+
+    def rollback(self, undo: AcknowledgementUndo) -> None:
+        """Take back an acknowledgement whose state write failed, as Kafka does
+        (``rollbackOrProcessStateUpdates``): its records are again what they were -- held by
+        their member until the lock's deadline -- so the member's error is true and a record
+        not durably accepted is delivered again. A record changed since (released and acquired
+        by another member) is left as it is."""
+        if not undo.before:
+            return
+        lowest = min(undo.before)
+        if lowest < self.start_offset:
+            # The start moved past records of this acknowledgement: they come back as it left
+            # them, and the others in between as done (the start only passes done records).
+            for offset in range(lowest, self.start_offset):
+                done = undo.after.get(offset) or InFlightRecord(RecordState.ACKNOWLEDGED, 1)
+                self.in_flight.setdefault(offset, replace(done))
+            self.start_offset = lowest
+        for offset, previous in undo.before.items():
+            current = self.in_flight.get(offset)
+            if current is not None and current == undo.after[offset]:
+                self.in_flight[offset] = replace(previous)
         self._advance_start()
 
     def _check(self, member_id: str, batch: AcknowledgementBatch) -> None:

@@ -32,6 +32,12 @@ log = logging.getLogger(__name__)
 
 Body = dict[str, Any]
 
+# Errors of a coordinator moving, and the pauses before each retry (about 3 s in all: a broker's
+# partitions move to new leaders within a few seconds of its loss).
+RETRIABLE = frozenset({ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR,
+                       ErrorCode.COORDINATOR_LOAD_IN_PROGRESS})
+RETRY_BACKOFF_S = (0.1, 0.2, 0.4, 0.8, 1.6)
+
 
 @dataclass(frozen=True)
 class PersistedState:
@@ -115,7 +121,38 @@ class SharePersister:
             token, key, state_epoch, leader_epoch, start_offset, tuple(batches), delivery_complete_count))
         return ErrorCode(body["error_code"])
 
+    async def high_watermark(self, leader: int, topic: str, partition: int) -> int | None:
+        """A partition's high watermark asked of its leader (ListOffsets, latest, read uncommitted)
+        over the persister's inter-broker connections: the share lag where this broker does not
+        lead the partition. None when the leader cannot answer."""
+        request = {"replica_id": -1, "isolation_level": 0, "timeout_ms": int(self.timeout_s * 1000), "topics": [
+            {"name": topic, "partitions": [{"partition_index": partition, "current_leader_epoch": -1,
+                                            "timestamp": -1}]}]}
+        try:
+            conn = await self._connection(leader)
+            resp = await conn.request(ApiKey.LIST_OFFSETS, request)
+        except Exception as exc:  # the lag is then unknown (-1), as for any partition without a leader
+            log.info("high watermark of %s-%d from broker %d failed: %s", topic, partition, leader, exc)
+            await self._drop(leader)
+            return None
+        answer = resp["topics"][0]["partitions"][0]
+        return int(answer["offset"]) if answer["error_code"] == ErrorCode.NONE else None
+
     async def _request(self, api: ApiKey, key: ShareStateKey, partition_body: Body,
+                       local: Callable[[StateShardRunner, int], None]) -> Body:
+        """One call, retried while the coordinator is moving (as Kafka's persister retries with
+        backoff): a leader change of ``__share_group_state`` would otherwise fail every
+        acknowledgement of the share-partitions it coordinates until the new leader is known."""
+        deadline = asyncio.get_running_loop().time() + self.timeout_s
+        body = await self._attempt(api, key, partition_body, local)
+        for delay in RETRY_BACKOFF_S:
+            if body["error_code"] not in RETRIABLE or asyncio.get_running_loop().time() + delay >= deadline:
+                break
+            await asyncio.sleep(delay)
+            body = await self._attempt(api, key, partition_body, local)
+        return body
+
+    async def _attempt(self, api: ApiKey, key: ShareStateKey, partition_body: Body,
                        local: Callable[[StateShardRunner, int], None]) -> Body:
         coordinator_id = coordinator_key(key.group_id, key.topic_id, key.partition)
         try:
