@@ -58,6 +58,13 @@ def members(kafka_libs: Path, broker: BrokerProcess, tmp_path: Path) -> Iterator
         yield s
 
 
+def join(members: JavaSession, group: str, topic: str, active: list[str], name: str, protocol: list[str]) -> None:
+    """Start member ``name`` and wait until it and the ``active`` ones share every partition."""
+    members.call("member", name, group, f"topics:{topic}", *protocol)
+    active.append(name)
+    wait_status(members, sharing(list(active), partitions_of(topic, PARTITIONS)), f"{active} sharing the partitions")
+
+
 def test_a_classic_group_migrates_to_the_consumer_protocol_and_back_while_consuming(
         members: JavaSession, broker: BrokerProcess) -> None:
     topic = group = "migrating"
@@ -67,10 +74,8 @@ def test_a_classic_group_migrates_to_the_consumer_protocol_and_back_while_consum
     active: list[str] = []
 
     def start(name: str, protocol: list[str]) -> None:
-        members.call("member", name, group, f"topics:{topic}", *protocol)
+        join(members, group, topic, active, name, protocol)
         names.append(name)
-        active.append(name)
-        wait_status(members, sharing(list(active), everything), f"{active} sharing the partitions")
         # Records flow to it: it reads some produced after it joined.
         wait_status(members, lambda st: st["members"][name]["consumed"] > 0, f"{name} consuming")
 
@@ -113,3 +118,30 @@ def test_a_classic_group_migrates_to_the_consumer_protocol_and_back_while_consum
     assert reread <= uncommitted, f"records read again although committed: {sorted(reread - uncommitted)[:10]}"
     assert watch.readings > 0 and watch.regressions() == {}
     assert watch.latest() == log_ends(produced["acked"])
+
+
+def test_a_classic_static_member_replacing_the_last_consumer_member_downgrades_the_group_at_once(
+        members: JavaSession, broker: BrokerProcess) -> None:
+    # A static member (group.instance.id) of the consumer protocol closes -- a temporary leave
+    # (member epoch -2): it keeps its place until its session ends -- and the same instance comes
+    # back with the classic protocol. It takes the old member's place, and since every member is
+    # classic then, the group is a classic group again at once, not after the 45 s session.
+    topic = group = "static-downgrade"
+    create_topic(broker.bootstrap, topic, PARTITIONS)
+    active: list[str] = []
+
+    def start(name: str, protocol: list[str]) -> None:
+        join(members, group, topic, active, name, protocol)
+
+    start("classic0", CLASSIC)
+    start("classic1", CLASSIC)
+    start("static", [*CONSUMER, "group.instance.id=instance-s"])
+    assert group_type(broker.bootstrap, group) == ConsumerGroupType.CONSUMER
+    assert members.call("close", "static")["closed"]
+    active.remove("static")
+    assert group_type(broker.bootstrap, group) == ConsumerGroupType.CONSUMER  # its place is kept
+    start("static-again", [*CLASSIC, "group.instance.id=instance-s"])
+    assert group_type(broker.bootstrap, group) == ConsumerGroupType.CLASSIC
+    for name in active:
+        assert members.call("close", name)["closed"]
+    assert ownership_overlaps(members.call("events", 0)["events"]) == []
