@@ -12,10 +12,11 @@ Checker: every acknowledged record is in every replica's log exactly once, in it
 order, at its acknowledged offset; the replicas are identical; each group read every record,
 with the contents of the log, and its committed offsets reach the end and never moved
 backwards (the same rules for both protocols: a group coordinator killed or cut off mid-
-rebalance must lose neither a commit nor a member's progress). With RIVERLOG_FAULT_SHARE=1, two
-Java share consumers of a share group (KIP-932) accept every record they get too: every record from the group's start is
-accepted, none is delivered again once its acceptance was confirmed, and every delivery has the
-log's value (``support/share_workload.py``). The seed (set
+rebalance must lose neither a commit nor a member's progress). Two Java share consumers of a share
+group (KIP-932) accept every record they get too: every record from the group's start is delivered,
+the group's durable lag ends at 0 on every partition, no record is delivered again once its
+acceptance was confirmed, and every delivery has the log's value (``support/share_workload.py``;
+RIVERLOG_FAULT_SHARE=0 leaves them out). The seed (set
 RIVERLOG_FAULT_SEED to replay one), the executed schedule and the details of any problem are in
 the failure message, and printed with -s.
 
@@ -61,13 +62,10 @@ GROUPS = {"classic": "chaos-readers", "consumer": "chaos-readers-kip848"}
 # KIP-848 members heartbeat to the broker every second and are fenced after 10 s without one
 # (Kafka's defaults, 5 s and 45 s, would make the group's recovery after a fault slower than
 # the classic group's, whose members use 1 s and 6 s). Kafka checks them against the min/max.
-# Share consumers (KIP-932, issue #21): Java KafkaShareConsumers accepting every record. Off unless
-# RIVERLOG_FAULT_SHARE=1, until both targets pass it: the first run on Riverlog found 13 records in
-# the middle of one partition never accepted; the first on Kafka 4.3.1, 76 records just after the
-# group's start (Kafka initializes a share-partition's durable state asynchronously, at the log
-# end, so "every record from the first one delivered" is not yet the right rule). Noted on #21.
+# Share consumers (KIP-932, issue #21): Java KafkaShareConsumers accepting every record, judged by
+# the group's durable lag (support/share_workload.py). RIVERLOG_FAULT_SHARE=0 leaves them out.
 SHARE_GROUP = "chaos-share"
-WITH_SHARE_GROUP = os.environ.get("RIVERLOG_FAULT_SHARE", "0") == "1"
+WITH_SHARE_GROUP = os.environ.get("RIVERLOG_FAULT_SHARE", "1") == "1"
 CONSUMER_GROUP_SETTINGS = {
     "group.consumer.heartbeat.interval.ms": 1000, "group.consumer.min.heartbeat.interval.ms": 1000,
     "group.consumer.session.timeout.ms": 10000, "group.consumer.min.session.timeout.ms": 10000,
@@ -166,7 +164,7 @@ def test_seeded_faults_lose_no_acknowledged_record_and_no_commit(
           + f"; {redelivered[GROUPS[protocol]]} redeliveries; committed-offset observations: "
           f"{sum(len(v) for v in monitors[protocol].observations.values())}, {monitors[protocol].errors} failed polls"
           for protocol, members in groups.items()),
-        f"{SHARE_GROUP} (share group): " + ("not run (RIVERLOG_FAULT_SHARE=1 runs it)" if share is None else
+        f"{SHARE_GROUP} (share group): " + ("not run (RIVERLOG_FAULT_SHARE=0)" if share is None else
                                              f"{len(share.deliveries)} deliveries, {len(share.accepted())} records "
                                              f"accepted, {share.unconfirmed_done(logs)} finished without a confirmed "
                                              f"acceptance, {len(share.errors)} failed polls"),
