@@ -305,3 +305,23 @@ def test_rollback_leaves_a_record_changed_since_and_keeps_done_records_between()
                             2: (RecordState.ACKNOWLEDGED, 1), 3: (RecordState.ACQUIRED, 2)}
     assert part.acquired_by("a") == [0] and part.acquired_by("b") == [3]
     assert part.start_offset == 0
+
+
+def test_locks_restored_by_a_rollback_still_expire_after_an_expiry_check_found_none() -> None:
+    part = fresh()
+    part.acquire("a", 0, 2, 2)
+    undo = part.acknowledge("a", [ack(0, 1, ACCEPT)], 10)
+    assert part.expire_locks(LOCK) == []  # nothing held: no lock left to expire
+    part.rollback(undo)
+    assert part.expire_locks(LOCK - 1) == []
+    assert part.expire_locks(LOCK) == [0, 1]
+    assert states(part) == {0: (RecordState.AVAILABLE, 1), 1: (RecordState.AVAILABLE, 1)}
+
+
+def test_a_renewed_lock_expires_at_its_new_deadline() -> None:
+    part = fresh()
+    part.acquire("a", 0, 2, 2)
+    part.acknowledge("a", [ack(0, 0, RENEW)], LOCK - 1)
+    assert part.expire_locks(LOCK) == [1]
+    assert part.expire_locks(2 * LOCK - 2) == []
+    assert part.expire_locks(2 * LOCK - 1) == [0]

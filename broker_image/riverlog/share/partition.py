@@ -30,11 +30,12 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 DEFAULT_RECORD_LOCK_DURATION_MS = 30_000
 DEFAULT_DELIVERY_COUNT_LIMIT = 5
 DEFAULT_MAX_RECORD_LOCKS = 2000
+NO_LOCK = 2**63  # a lock deadline later than any real one (ms)
 
 
 class RecordState(enum.IntEnum):
@@ -57,6 +58,10 @@ class AcknowledgeType(enum.IntEnum):
     RELEASE = 2
     REJECT = 3
     RENEW = 4
+
+
+_ACCEPT, _RELEASE, _RENEW = int(AcknowledgeType.ACCEPT), int(AcknowledgeType.RELEASE), int(AcknowledgeType.RENEW)
+_ACK_TYPES = frozenset(int(t) for t in AcknowledgeType)
 
 
 class OffsetReset(enum.Enum):
@@ -110,13 +115,22 @@ class AcknowledgementBatch:
         return self.types[0] if len(self.types) == 1 else self.types[offset - self.first_offset]
 
 
+# An in-flight record's fields as a tuple (state, delivery count, member id, lock deadline):
+# cheap to take for every record an acknowledgement touches.
+RecordSnapshot = tuple[RecordState, int, "str | None", "int | None"]
+
+
+def _snapshot(rec: InFlightRecord) -> RecordSnapshot:
+    return (rec.state, rec.delivery_count, rec.member_id, rec.lock_deadline_ms)
+
+
 @dataclass(frozen=True)
 class AcknowledgementUndo:
     """What an acknowledgement changed, to take it back when its state write fails: each
     offset's record before and after it."""
 
-    before: dict[int, InFlightRecord]
-    after: dict[int, InFlightRecord]
+    before: dict[int, RecordSnapshot]
+    after: dict[int, RecordSnapshot]
 
 
 @dataclass(frozen=True)
@@ -138,6 +152,9 @@ class SharePartition:
         self.start_offset = start_offset
         self.end_offset = start_offset
         self.in_flight: dict[int, InFlightRecord] = {}
+        # No acquired record's lock ends before this (a lower bound, exact after each expiry
+        # scan): lock expiry is checked on every fetch and acknowledgement, and is then a compare.
+        self._lock_floor = NO_LOCK
 
     # --- creation -------------------------------------------------------------------------------
 
@@ -202,6 +219,8 @@ class SharePartition:
             acquired.append(self.end_offset)
             self.end_offset += 1
         deadline = now_ms + self.settings.record_lock_duration_ms
+        if acquired:
+            self._lock_floor = min(self._lock_floor, deadline)
         for offset in acquired:
             rec = self.in_flight[offset]
             rec.state = RecordState.ACQUIRED
@@ -229,24 +248,30 @@ class SharePartition:
 
     def acknowledge(self, member_id: str, batches: Sequence[AcknowledgementBatch], now_ms: int) -> AcknowledgementUndo:
         """Apply a member's acknowledgements, all or none: every batch is checked first. Returns
-        what :meth:`rollback` needs to take them back."""
+        what :meth:`rollback` needs to take them back. (The hot path of a share consumer: plain
+        ints and tuples per record, no enum or dataclass construction.)"""
         for batch in batches:
             self._check(member_id, batch)
-        before: dict[int, InFlightRecord] = {}
+        in_flight = self.in_flight
+        before: dict[int, RecordSnapshot] = {}
+        renewed_deadline = now_ms + self.settings.record_lock_duration_ms
         for batch in batches:
-            for offset in range(batch.first_offset, batch.last_offset + 1):
-                rec = self.in_flight[offset]
-                before.setdefault(offset, replace(rec))
-                kind = AcknowledgeType(batch.type_at(offset))
-                if kind is AcknowledgeType.ACCEPT:
-                    self._finish(rec, RecordState.ACKNOWLEDGED)
-                elif kind is AcknowledgeType.RELEASE:
+            types = batch.types
+            first = batch.first_offset
+            for offset in range(first, batch.last_offset + 1):
+                rec = in_flight[offset]
+                if offset not in before:
+                    before[offset] = _snapshot(rec)
+                kind = types[0] if len(types) == 1 else types[offset - first]
+                if kind == _ACCEPT:
+                    rec.state, rec.member_id, rec.lock_deadline_ms = RecordState.ACKNOWLEDGED, None, None
+                elif kind == _RELEASE:
                     self._release(rec)
-                elif kind is AcknowledgeType.RENEW:
-                    rec.lock_deadline_ms = now_ms + self.settings.record_lock_duration_ms
+                elif kind == _RENEW:
+                    rec.lock_deadline_ms = renewed_deadline
                 else:  # REJECT, GAP
-                    self._finish(rec, RecordState.ARCHIVED)
-        after = {offset: replace(self.in_flight[offset]) for offset in before}
+                    rec.state, rec.member_id, rec.lock_deadline_ms = RecordState.ARCHIVED, None, None
+        after = {offset: _snapshot(in_flight[offset]) for offset in before}
         self._advance_start()
         return AcknowledgementUndo(before, after)
 
@@ -263,13 +288,15 @@ class SharePartition:
             # The start moved past records of this acknowledgement: they come back as it left
             # them, and the others in between as done (the start only passes done records).
             for offset in range(lowest, self.start_offset):
-                done = undo.after.get(offset) or InFlightRecord(RecordState.ACKNOWLEDGED, 1)
-                self.in_flight.setdefault(offset, replace(done))
+                done = undo.after.get(offset, (RecordState.ACKNOWLEDGED, 1, None, None))
+                self.in_flight.setdefault(offset, InFlightRecord(*done))
             self.start_offset = lowest
         for offset, previous in undo.before.items():
             current = self.in_flight.get(offset)
-            if current is not None and current == undo.after[offset]:
-                self.in_flight[offset] = replace(previous)
+            if current is not None and _snapshot(current) == undo.after[offset]:
+                self.in_flight[offset] = InFlightRecord(*previous)
+                if previous[3] is not None:
+                    self._lock_floor = min(self._lock_floor, previous[3])
         self._advance_start()
 
     def _check(self, member_id: str, batch: AcknowledgementBatch) -> None:
@@ -278,8 +305,7 @@ class SharePartition:
         count = batch.last_offset - batch.first_offset + 1
         if len(batch.types) not in (1, count):
             raise InvalidAcknowledgement(f"{len(batch.types)} acknowledge types for {count} offsets")
-        valid = set(AcknowledgeType)
-        if any(t not in valid for t in batch.types):
+        if any(t not in _ACK_TYPES for t in batch.types):
             raise InvalidAcknowledgement(f"unknown acknowledge type in {list(batch.types)}")
         # Only in-flight offsets can be held: checked first, so a hostile range costs nothing.
         if batch.first_offset < self.start_offset or batch.last_offset >= self.end_offset:
@@ -293,7 +319,19 @@ class SharePartition:
 
     def expire_locks(self, now_ms: int) -> list[int]:
         """Release every record whose lock deadline has passed; the offsets released."""
-        expired = [o for o, r in self._acquired() if r.lock_deadline_ms is not None and r.lock_deadline_ms <= now_ms]
+        if now_ms < self._lock_floor:
+            return []
+        expired: list[int] = []
+        floor = NO_LOCK
+        for offset, rec in self._acquired():
+            deadline = rec.lock_deadline_ms
+            if deadline is None:
+                continue
+            if deadline <= now_ms:
+                expired.append(offset)
+            else:
+                floor = min(floor, deadline)
+        self._lock_floor = floor
         for offset in expired:
             self._release(self.in_flight[offset])
         self._advance_start()
