@@ -30,7 +30,8 @@ ROOT = "riverlog"
 
 # Bottom first. A module's layer is that of its top-level component (``riverlog.<component>...``).
 LAYERS: list[set[str]] = [
-    {"clock", "config", "config_refusals", "protocol", "topic_config"},  # pure data: codecs, settings, time
+    {"clock", "config", "config_refusals", "protocol", "topic_config", "group_config"},  # pure data: codecs,
+    # settings, time
     {"storage", "client", "metrics", "security", "quotas"},  # the log on disk; the Kafka client; Prometheus;
     # TLS and SASL; client quota rates
     {"server"},  # listeners, connections, request dispatch
@@ -48,7 +49,7 @@ LAYERS: list[set[str]] = [
 CONTROLLER_LAYERS: list[set[str]] = [
     {"raft", "topic_names"},  # the pure Raft state machine; names of special topics
     {"records", "image", "placement", "topic_ops", "partition_ops", "reassignment", "leader_balance",
-     "features", "scram", "acls", "client_quotas", "snapshot", "api"},
+     "features", "scram", "acls", "client_quotas", "group_config_ops", "snapshot", "api"},
     {"local"},
     {"quorum"},
 ]

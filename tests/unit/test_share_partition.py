@@ -6,13 +6,13 @@ the log start moving, and the persisted state batches."""
 from __future__ import annotations
 
 import pytest
+from riverlog.group_config import EARLIEST, LATEST
 from riverlog.share.partition import (
     AcknowledgementBatch,
     AcknowledgeType,
     AcquiredRange,
     InvalidAcknowledgement,
     InvalidRecordState,
-    OffsetReset,
     RecordState,
     SharePartition,
     ShareSettings,
@@ -40,10 +40,10 @@ def fresh(start: int = 0) -> SharePartition:
 
 
 def test_auto_offset_reset_latest_starts_at_log_end_earliest_at_log_start() -> None:
-    latest = SharePartition.initialize(OffsetReset.LATEST, 5, 20, SETTINGS)
+    latest = SharePartition.initialize(LATEST, 5, 20, SETTINGS)
     assert (latest.start_offset, latest.end_offset) == (20, 20)
     assert latest.acquire("m", 0, 20, 100) == []
-    earliest = SharePartition.initialize(OffsetReset.EARLIEST, 5, 20, SETTINGS)
+    earliest = SharePartition.initialize(EARLIEST, 5, 20, SETTINGS)
     assert (earliest.start_offset, earliest.end_offset) == (5, 5)
     assert earliest.acquire("m", 0, 20, 3) == [AcquiredRange(5, 7, 1)]
 

@@ -127,6 +127,13 @@ class ControllerApi(Protocol):
     ) -> Outcome:
         ...
 
+    async def alter_group_configs(
+        self, name: str, values: Mapping[str, str | None], *, replace_all: bool, validate_only: bool,
+        limits: Mapping[str, str],
+    ) -> Outcome:
+        """A group's configs (see ``group_config_ops``), checked against ``limits``."""
+        ...
+
     async def allocate_producer_id(self, broker_id: int) -> int:
         ...
 

@@ -34,6 +34,7 @@ from .acls import AclCreation, AclDeletion, create_acls, delete_acls
 from .api import HeartbeatResult, ImageListener, Unsubscribe
 from .client_quotas import QuotaAlteration, QuotaOutcome, alter_quotas
 from .features import FeatureOutcome, FeatureUpdate, update_features
+from .group_config_ops import alter_group_configs
 from .image import MetadataImage
 from .partition_ops import AlterPartitionOutcome, AlterPartitionRequest, ElectionOutcome
 from .reassignment import OngoingReassignment, ReassignmentItem, ReassignmentResult
@@ -347,6 +348,16 @@ class LocalController:
     ) -> Outcome:
         async with self._lock:
             outcome = alter_topic_configs(self.image, name, values, replace_all=replace_all)
+            if not outcome.error and not validate_only:
+                await self.commit(outcome.records)
+            return outcome
+
+    async def alter_group_configs(
+        self, name: str, values: Mapping[str, str | None], *, replace_all: bool, validate_only: bool,
+        limits: Mapping[str, str],
+    ) -> Outcome:
+        async with self._lock:
+            outcome = alter_group_configs(self.image, name, values, replace_all=replace_all, limits=limits)
             if not outcome.error and not validate_only:
                 await self.commit(outcome.records)
             return outcome

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
-from ..config import BrokerConfig, ConfigError
+from ..config import DEFAULTS, BrokerConfig, ConfigError
+from ..group_config import limits_from
 
 # Kafka's internal (non-configurable) limit on how long a new member's first JoinGroup may
 # stay parked: such a member has no member id yet, so its session cannot expire it.
@@ -41,6 +43,8 @@ class GroupConfig:
     share_session_timeout_ms: int = 45000
     share_heartbeat_interval_ms: int = 5000
     share_max_size: int = 200
+    # The broker settings group-level configs are bounded by (group_config.limits_from).
+    group_limits: Mapping[str, str] = field(default_factory=lambda: limits_from(DEFAULTS))
 
     @property
     def upgrade_enabled(self) -> bool:
@@ -74,6 +78,7 @@ class GroupConfig:
             share_session_timeout_ms=config.get_int("group.share.session.timeout.ms"),
             share_heartbeat_interval_ms=config.get_int("group.share.heartbeat.interval.ms"),
             share_max_size=config.get_int("group.share.max.size"),
+            group_limits=limits_from(config.props),
         )
 
 

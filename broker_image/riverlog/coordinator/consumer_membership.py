@@ -148,7 +148,9 @@ class ConsumerMembership(ShardState):
                                    and req.owned is not None)
         body: Body = {"error_code": ErrorCode.NONE, "error_message": None, "member_id": member_id,
                       "member_epoch": final.member_epoch,
-                      "heartbeat_interval_ms": self.config.consumer_heartbeat_interval_ms, "assignment": None}
+                      "heartbeat_interval_ms": self.group_int(group.group_id, "consumer.heartbeat.interval.ms",
+                                                              self.config.consumer_heartbeat_interval_ms),
+                      "assignment": None}
         if full_request or final.assigned != current.assigned:
             body["assignment"] = {"topic_partitions": [{"topic_id": t, "partitions": sorted(p)}
                                                        for t, p in sorted(final.assigned.items())]}
@@ -398,8 +400,10 @@ class ConsumerMembership(ShardState):
         group = self.consumer_groups.get(group_id)
         member = group.members.get(member_id) if group is not None else None
         # A classic member's session is the one its JoinGroup asked for.
-        timeout = (member.classic.session_timeout_ms if member is not None and member.classic is not None
-                   else self.config.consumer_session_timeout_ms)
+        if member is not None and member.classic is not None:
+            timeout = member.classic.session_timeout_ms
+        else:
+            timeout = self.group_int(group_id, "consumer.session.timeout.ms", self.config.consumer_session_timeout_ms)
         self.timers.schedule(self._session_key(group_id, member_id), self.now_ms + timeout, expire)
 
     def _schedule_revocation(self, group: ConsumerGroup, member: ConsumerMember) -> None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +30,7 @@ from ..controller.image import MetadataImage
 from ..controller.topic_ops import NewTopic
 from ..coordinator_runtime import TOO_LARGE, CoordinatorShell, ShardHandle, read_chunk
 from ..coordinator_runtime import coordinator_error as _coordinator_error
+from ..group_config import GROUP_RESOURCE
 from ..protocol.errors import ErrorCode
 from ..protocol.primitives import DecodeError
 from ..protocol.record_batch import BatchHeader, decode_records
@@ -92,6 +93,8 @@ class GroupCoordinator(CoordinatorShell[GroupShard, _ShardHandle, _LoadItem]):
         self._image: MetadataImage | None = None
         # The topics as consumer groups see them (name -> metadata), rebuilt when the image's change.
         self._topics: dict[str, TopicMetadata] = {}
+        # Group-level configs (group id -> overrides), likewise from the image.
+        self._group_configs: dict[str, Mapping[str, str]] = {}
 
     # The shell's hooks -------------------------------------------------------------------
 
@@ -110,6 +113,7 @@ class GroupCoordinator(CoordinatorShell[GroupShard, _ShardHandle, _LoadItem]):
     def _new_handle(self, index: int, key: tuple[Any, int]) -> _ShardHandle:
         shard = GroupShard(index, self.config)
         shard.set_topics(self._topics)
+        shard.set_group_configs(self._group_configs)
         return _ShardHandle(index, key, shard)
 
     def _load_chunk(self, log_obj: Log, offset: int) -> tuple[list[_LoadItem], int]:
@@ -157,6 +161,10 @@ class GroupCoordinator(CoordinatorShell[GroupShard, _ShardHandle, _LoadItem]):
             self._topics = topics_for_consumer_groups(image)
             for handle in self._handles.values():
                 handle.shard.set_topics(self._topics)
+        if old is None or old.configs is not image.configs:
+            self._group_configs = group_configs_of(image)
+            for handle in self._handles.values():
+                handle.shard.set_group_configs(self._group_configs)
         super().on_image(image)
         if old is not None:
             deleted = {name for name, t in old.topics.items()
@@ -235,6 +243,11 @@ class GroupCoordinator(CoordinatorShell[GroupShard, _ShardHandle, _LoadItem]):
     async def stop(self) -> None:
         self._stop_shards()
         await self._cancel_tasks()
+
+
+def group_configs_of(image: MetadataImage) -> dict[str, Mapping[str, str]]:
+    """The image's group-level configs by group id."""
+    return {name: values for (rtype, name), values in image.configs.items() if rtype == GROUP_RESOURCE}
 
 
 def topics_for_consumer_groups(image: MetadataImage) -> dict[str, TopicMetadata]:

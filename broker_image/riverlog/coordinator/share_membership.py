@@ -131,7 +131,9 @@ class ShareMembership(ShardState):
         final = group.members[member_id]
         body: Body = {"error_code": ErrorCode.NONE, "error_message": None, "member_id": member_id,
                       "member_epoch": final.member_epoch,
-                      "heartbeat_interval_ms": self.config.share_heartbeat_interval_ms, "assignment": None}
+                      "heartbeat_interval_ms": self.group_int(group_id, "share.heartbeat.interval.ms",
+                                                              self.config.share_heartbeat_interval_ms),
+                      "assignment": None}
         if joining or subscribed_topic_names is not None or final.assigned != member.assigned:
             body["assignment"] = {"topic_partitions": [{"topic_id": t, "partitions": sorted(p)}
                                                        for t, p in sorted(final.assigned.items())]}
@@ -214,7 +216,8 @@ class ShareMembership(ShardState):
                 self._fence_share_member(group, member_id, "session expired")
 
         self.timers.schedule(self._share_session_key(group_id, member_id),
-                             self.now_ms + self.config.share_session_timeout_ms, expire)
+                             self.now_ms + self.group_int(group_id, "share.session.timeout.ms",
+                                                          self.config.share_session_timeout_ms), expire)
 
     # Records: one path for live changes and loading --------------------------------------
 

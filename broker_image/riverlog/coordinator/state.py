@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
+from ..group_config import effective_int
 from ..protocol.errors import ErrorCode
 from .config import GroupConfig
 from .consumer_group import ConsumerGroup
@@ -50,6 +51,8 @@ class ShardState:
         # The cluster's topics (name -> metadata), from the shell's metadata image.
         self.topics: dict[str, TopicMetadata] = {}
         self.topic_names_by_id: dict[uuid.UUID, str] = {}
+        # Group-level configs (group id -> overrides), from the shell's metadata image.
+        self.group_configs: Mapping[str, Mapping[str, str]] = {}
         self.offsets = OffsetStore()
         self.pending_txn_offsets = PendingTxnOffsets()
         # Counts offset records applied, in log order (see OffsetAndMetadata.record_position).
@@ -92,6 +95,15 @@ class ShardState:
         return self._run(now_ms, run)
 
     # Helpers for the operations ----------------------------------------------------------
+
+    def set_group_configs(self, configs: Mapping[str, Mapping[str, str]]) -> None:
+        """The group-level configs of the latest metadata image; a group's new values apply from
+        its members' next heartbeats (the interval they are told, the session timer restarted)."""
+        self.group_configs = configs
+
+    def group_int(self, group_id: str, name: str, default: int) -> int:
+        """Int group config ``name`` of ``group_id``: its override, else ``default`` (the broker's)."""
+        return effective_int(self.group_configs.get(group_id), name, default, self.config.group_limits)
 
     def reply(self, token: int | None, body: Body) -> None:
         self._out.reply(token, body)

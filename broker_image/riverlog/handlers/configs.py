@@ -1,8 +1,10 @@
-"""DescribeConfigs, AlterConfigs and IncrementalAlterConfigs for topics and brokers.
+"""DescribeConfigs, AlterConfigs and IncrementalAlterConfigs for topics, brokers and groups.
 
 With an authorizer, as Kafka: describing needs DESCRIBE_CONFIGS and altering ALTER_CONFIGS, on the
-topic (else TOPIC_AUTHORIZATION_FAILED) or, for a broker or broker logger, on the cluster (else
-CLUSTER_AUTHORIZATION_FAILED), resource by resource; a denied topic's existence does not leak.
+topic (else TOPIC_AUTHORIZATION_FAILED), on the group (else GROUP_AUTHORIZATION_FAILED) or, for a
+broker or broker logger, on the cluster (else CLUSTER_AUTHORIZATION_FAILED), resource by resource;
+a denied topic's existence does not leak. Group configs (``group_config.py``) are
+checked by the controller, which is handed this broker's bounds.
 """
 
 from __future__ import annotations
@@ -10,10 +12,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..controller.image import BROKER_RESOURCE, TOPIC_RESOURCE
+from ..group_config import GROUP_CONFIGS, GROUP_RESOURCE, limits_from
+from ..group_config import default_value as group_default
 from ..protocol.errors import ErrorCode
 from ..server.dispatch import RequestContext
 from ..topic_config import TOPIC_CONFIGS, ConfigSource, ConfigType, default_value
-from .authorize import DENIED_MESSAGE, Operation, on_cluster, on_topic
+from .authorize import DENIED_MESSAGE, Operation, on_cluster, on_group, on_topic
 from .common import Body, error_message
 
 if TYPE_CHECKING:
@@ -21,6 +25,7 @@ if TYPE_CHECKING:
 
 BROKER_LOGGER_RESOURCE = 8
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+NO_DEFAULT_GROUP = "Default group resources are not allowed."
 
 # Replication throttles (KIP-73) are not implemented, so none is ever set; deleting one is a
 # no-op that succeeds, as on Kafka when none is set. kafka-reassign-partitions --verify deletes
@@ -65,6 +70,31 @@ def _topic_configs(broker: BrokerHost, name: str, keys: list[str] | None, synony
     return out
 
 
+def _group_configs(broker: BrokerHost, name: str, keys: list[str] | None, synonyms: bool, version: int) -> list[Body]:
+    """Every group config Kafka has: the group's override (GROUP_CONFIG) or the broker's value."""
+    overrides = broker.image.configs.get((GROUP_RESOURCE, name), {})
+    limits = limits_from(broker.config.props)
+    out = []
+    for key, definition in GROUP_CONFIGS.items():
+        if keys is not None and key not in keys:
+            continue
+        default = group_default(definition, limits)
+        static = definition.synonym in broker.config.explicit
+        broker_source = ConfigSource.STATIC_BROKER_CONFIG if static else ConfigSource.DEFAULT_CONFIG
+        if key in overrides:
+            value, source = overrides[key], ConfigSource.GROUP_CONFIG
+        else:
+            value, source = default, ConfigSource.DEFAULT_CONFIG
+        syn: list[Body] = []
+        if synonyms:
+            if key in overrides:
+                syn.append({"name": key, "value": overrides[key], "source": ConfigSource.GROUP_CONFIG})
+            if definition.synonym:
+                syn.append({"name": definition.synonym, "value": default, "source": broker_source})
+        out.append(_entry(key, value, source, definition.type, definition.doc, syn, version))
+    return out
+
+
 def _broker_configs(broker: BrokerHost, keys: list[str] | None, version: int) -> list[Body]:
     out = []
     for key, value in sorted(broker.config.props.items()):
@@ -81,6 +111,8 @@ def _denied(broker: BrokerHost, ctx: RequestContext, operation: Operation, rtype
         return None if on_topic(broker, ctx, operation, rname) else ErrorCode.TOPIC_AUTHORIZATION_FAILED
     if rtype in (BROKER_RESOURCE, BROKER_LOGGER_RESOURCE):
         return None if on_cluster(broker, ctx, operation) else ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    if rtype == GROUP_RESOURCE:
+        return None if on_group(broker, ctx, operation, rname) else ErrorCode.GROUP_AUTHORIZATION_FAILED
     return None
 
 
@@ -109,6 +141,12 @@ async def handle_describe_configs(broker: BrokerHost, ctx: RequestContext, req: 
                 result["configs"] = _broker_configs(broker, keys, ctx.version)
         elif rtype == BROKER_LOGGER_RESOURCE:
             result["configs"] = []
+        elif rtype == GROUP_RESOURCE:
+            if not rname:
+                result.update(error_code=ErrorCode.INVALID_REQUEST, error_message=NO_DEFAULT_GROUP)
+            else:
+                result["configs"] = _group_configs(broker, rname, keys, bool(req.get("include_synonyms")),
+                                                   ctx.version)
         else:
             result.update(error_code=ErrorCode.INVALID_REQUEST, error_message=f"Unsupported resource type {rtype}")
         results.append(result)
@@ -135,12 +173,20 @@ async def handle_alter_configs(broker: BrokerHost, ctx: RequestContext, req: Bod
         if denied is not None:
             responses.append(_resource_error(rtype, rname, denied, DENIED_MESSAGE[denied]))
             continue
+        values = {c["name"]: c["value"] for c in res["configs"]}
+        validate_only = bool(req.get("validate_only"))
+        if rtype == GROUP_RESOURCE:
+            # Kafka forwards a legacy AlterConfigs of a group to its controller: the group's
+            # overrides become exactly the ones given.
+            outcome = await broker.controller.alter_group_configs(
+                rname, values, replace_all=True, validate_only=validate_only, limits=limits_from(broker.config.props))
+            responses.append(_resource_error(rtype, rname, outcome.error, outcome.message))
+            continue
         if rtype != TOPIC_RESOURCE:
             responses.append(_unsupported_resource(rtype, rname))
             continue
-        values = {c["name"]: c["value"] for c in res["configs"]}
         outcome = await broker.controller.alter_topic_configs(
-            rname, values, replace_all=True, validate_only=bool(req.get("validate_only")))
+            rname, values, replace_all=True, validate_only=validate_only)
         responses.append(_resource_error(rtype, rname, outcome.error, outcome.message))
     return {"throttle_time_ms": 0, "responses": responses}
 
@@ -156,6 +202,9 @@ async def handle_incremental_alter_configs(broker: BrokerHost, ctx: RequestConte
         if rtype == BROKER_RESOURCE and all(c["config_operation"] == DELETE and c["name"] in BROKER_THROTTLES
                                             for c in res["configs"]):
             responses.append(_resource_error(rtype, rname, ErrorCode.NONE, None))
+            continue
+        if rtype == GROUP_RESOURCE:
+            responses.append(await _alter_group(broker, rname, res["configs"], bool(req.get("validate_only"))))
             continue
         if rtype != TOPIC_RESOURCE:
             responses.append(_unsupported_resource(rtype, rname))
@@ -201,3 +250,24 @@ async def handle_incremental_alter_configs(broker: BrokerHost, ctx: RequestConte
             rname, changes, replace_all=False, validate_only=bool(req.get("validate_only")))
         responses.append(_resource_error(rtype, rname, outcome.error, outcome.message))
     return {"throttle_time_ms": 0, "responses": responses}
+
+
+async def _alter_group(broker: BrokerHost, name: str, configs: list[Body], validate_only: bool) -> Body:
+    """IncrementalAlterConfigs of one group: SET and DELETE (no group config is a list, so
+    APPEND and SUBTRACT are refused as Kafka refuses them on a non-list config)."""
+    changes: dict[str, str | None] = {}
+    for c in configs:
+        op, key = c["config_operation"], c["name"]
+        if op == SET:
+            changes[key] = c["value"]
+        elif op == DELETE:
+            changes[key] = None
+        elif op in (APPEND, SUBTRACT):
+            verb = "APPEND" if op == APPEND else "SUBTRACT"
+            return _resource_error(GROUP_RESOURCE, name, ErrorCode.INVALID_CONFIG,
+                                   f"Can't {verb} to key {key} because its type is not LIST.")
+        else:
+            return _resource_error(GROUP_RESOURCE, name, ErrorCode.INVALID_CONFIG, f"Unknown config operation {op}")
+    outcome = await broker.controller.alter_group_configs(
+        name, changes, replace_all=False, validate_only=validate_only, limits=limits_from(broker.config.props))
+    return _resource_error(GROUP_RESOURCE, name, outcome.error, outcome.message)

@@ -25,10 +25,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..clock import now_ms
+from ..group_config import GROUP_RESOURCE, share_reset
 from ..protocol.errors import ErrorCode, KafkaError
 from ..protocol.file_region import FileRegion
 from ..server.dispatch import RequestContext
-from ..share.partition import AcknowledgementBatch, InvalidAcknowledgement, InvalidRecordState
+from ..share.manager import Start, share_settings
+from ..share.partition import AcknowledgementBatch, InvalidAcknowledgement, InvalidRecordState, ShareSettings
 from ..share.sessions import FINAL_EPOCH, INITIAL_EPOCH, SharePartitionKey, ShareSessionError
 from .authorize import Operation, on_group, on_topic
 from .common import Body
@@ -158,8 +160,8 @@ def _top_error(code: ErrorCode, message: str | None = None, **extra: Any) -> Bod
 
 
 async def handle_share_fetch(broker: BrokerHost, ctx: RequestContext, req: Body) -> Body:
-    lock_ms = broker.share_partitions.settings.record_lock_duration_ms
     group_id, member_id, epoch = req["group_id"] or "", req["member_id"] or "", req["share_session_epoch"]
+    lock_ms = _group_settings(broker, group_id).record_lock_duration_ms
     if not group_id or not member_id:
         return _top_error(ErrorCode.INVALID_REQUEST, "GroupId and MemberId are required.")
     if not on_group(broker, ctx, Operation.READ, group_id):
@@ -216,8 +218,25 @@ async def handle_share_fetch(broker: BrokerHost, ctx: RequestContext, req: Body)
             "node_endpoints": []}
 
 
+def _group_settings(broker: BrokerHost, group_id: str) -> ShareSettings:
+    """The group's share-partition settings: its group configs in this broker's metadata image
+    over the broker's own settings."""
+    return share_settings(broker.config, broker.image.configs.get((GROUP_RESOURCE, group_id)))
+
+
+def _start(broker: BrokerHost, group_id: str, p: Partition) -> Start:
+    """Where a share-partition of the group without state starts (its share.auto.offset.reset);
+    by_duration looks the time up in the log's time index, as ListOffsets does."""
+    def offset_for_timestamp(timestamp: int) -> int | None:
+        found = p.log.offset_for_timestamp(timestamp, max_offset=p.high_watermark)
+        return None if found is None else found[0]
+
+    return Start(share_reset(broker.image.configs.get((GROUP_RESOURCE, group_id))), now_ms(), offset_for_timestamp)
+
+
 async def _fetch(broker: BrokerHost, req: Body, group_id: str, member_id: str,
                  partitions: list[SharePartitionKey], denied: set[uuid.UUID], answer: Any) -> None:
+    settings = _group_settings(broker, group_id)
     max_bytes = req["max_bytes"] or MAX_INT32
     max_records = req.get("max_records") or DEFAULT_MAX_RECORDS
     loop = asyncio.get_running_loop()
@@ -245,7 +264,8 @@ async def _fetch(broker: BrokerHost, req: Body, group_id: str, member_id: str,
             hw = p.high_watermark
             try:
                 part = await broker.share_partitions.take_up((group_id, topic_id, index), p.leader_epoch,
-                                                             p.log.log_start_offset, hw)
+                                                             p.log.log_start_offset, hw, settings,
+                                                             _start(broker, group_id, p))
             except KafkaError:
                 continue  # its state cannot be read yet (the share coordinator is loading): next pass
             now = now_ms()
@@ -292,8 +312,8 @@ def _by_topic(answers: dict[SharePartitionKey, Body]) -> list[Body]:
 
 
 async def handle_share_acknowledge(broker: BrokerHost, ctx: RequestContext, req: Body) -> Body:
-    lock_ms = broker.share_partitions.settings.record_lock_duration_ms
     group_id, member_id, epoch = req["group_id"] or "", req["member_id"] or "", req["share_session_epoch"]
+    lock_ms = _group_settings(broker, group_id).record_lock_duration_ms
     if not group_id or not member_id:
         return _top_error(ErrorCode.INVALID_REQUEST, "GroupId and MemberId are required.")
     if not on_group(broker, ctx, Operation.READ, group_id):

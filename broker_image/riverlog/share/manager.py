@@ -4,8 +4,11 @@ partition), taken up on a group's first fetch and kept durable through the share
 Taking a share-partition up reads its state (``persister.py``): a share-partition written before
 -- by this broker or by the partition's previous leader -- continues from its start offset and
 in-flight batches (locks do not survive a move: acquired records come back available, with
-their delivery counts); one never written starts where ``share.auto.offset.reset`` says, and
-that start is written at once, so a leader change does not move it. After acknowledgements the
+their delivery counts); one never written starts where the group's ``share.auto.offset.reset``
+says, and that start is written at once, so a leader change does not move it. The group's
+share-partition settings (lock duration, delivery count limit, record locks: group configs over
+the broker's) are handed in at every fetch, so a changed group config applies from the next
+fetch on, as Kafka reads them when it acquires records. After acknowledgements the
 whole in-flight state is written again (one write at a time per share-partition, so the last
 write always carries the newest state); an acknowledgement whose write fails is taken back, so
 its records are delivered again once their lock lapses, as Kafka's are. A share-partition taken
@@ -22,11 +25,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from ..group_config import LATEST, ShareReset, effective_int, limits_from
 from ..protocol.errors import ErrorCode, KafkaError
-from .partition import AcknowledgementUndo, OffsetReset, SharePartition, ShareSettings
+from .partition import AcknowledgementUndo, SharePartition, ShareSettings
 
 if TYPE_CHECKING:
     from ..config import BrokerConfig
@@ -37,12 +42,26 @@ log = logging.getLogger(__name__)
 ShareKey = tuple[str, uuid.UUID, int]  # (group id, topic id, partition)
 
 
-def share_settings(config: BrokerConfig) -> ShareSettings:
+def share_settings(config: BrokerConfig, overrides: Mapping[str, str] | None = None) -> ShareSettings:
+    """A group's share-partition settings: its group configs (``overrides``) over the broker's."""
+    limits = limits_from(config.props)
     return ShareSettings(
-        record_lock_duration_ms=config.get_int("group.share.record.lock.duration.ms"),
-        delivery_count_limit=config.get_int("group.share.delivery.count.limit"),
-        max_record_locks=config.get_int("group.share.partition.max.record.locks"),
+        record_lock_duration_ms=effective_int(overrides, "share.record.lock.duration.ms",
+                                              config.get_int("group.share.record.lock.duration.ms"), limits),
+        delivery_count_limit=effective_int(overrides, "share.delivery.count.limit",
+                                           config.get_int("group.share.delivery.count.limit"), limits),
+        max_record_locks=effective_int(overrides, "share.partition.max.record.locks",
+                                       config.get_int("group.share.partition.max.record.locks"), limits),
     )
+
+
+@dataclass(frozen=True)
+class Start:
+    """What a share-partition without state needs to choose its start offset."""
+
+    reset: ShareReset = LATEST
+    now_ms: int = 0
+    offset_for_timestamp: Callable[[int], int | None] | None = None
 
 
 @dataclass
@@ -53,41 +72,48 @@ class _Entry:
 
 
 class SharePartitionManager:
-    def __init__(self, settings: ShareSettings, reset: OffsetReset = OffsetReset.LATEST,
-                 persister: SharePersister | None = None) -> None:
-        self.settings = settings
-        self.reset = reset
+    def __init__(self, settings: ShareSettings, persister: SharePersister | None = None) -> None:
+        self.settings = settings  # the broker's; a group's own come with each take_up
         self.persister = persister
         self._entries: dict[ShareKey, _Entry] = {}
         self._taking_up: dict[ShareKey, asyncio.Lock] = {}
 
-    async def take_up(self, key: ShareKey, leader_epoch: int, log_start_offset: int,
-                      log_end_offset: int) -> SharePartition:
+    async def take_up(self, key: ShareKey, leader_epoch: int, log_start_offset: int, log_end_offset: int,
+                      settings: ShareSettings | None = None, start: Start | None = None) -> SharePartition:
         """The share-partition, read from the share coordinator the first time in this leader
-        epoch. Raises KafkaError when its state cannot be read or its start written."""
+        epoch, with the group's ``settings`` from now on; ``start`` says where one without state
+        starts. Raises KafkaError when its state cannot be read or its start written."""
+        settings = settings or self.settings
+        start = start or Start()
         entry = self._entries.get(key)
         if entry is None or entry.leader_epoch != leader_epoch:
             lock = self._taking_up.setdefault(key, asyncio.Lock())
             async with lock:
                 entry = self._entries.get(key)
                 if entry is None or entry.leader_epoch != leader_epoch:
-                    entry = await self._read(key, leader_epoch, log_start_offset, log_end_offset)
+                    entry = await self._read(key, leader_epoch, log_start_offset, log_end_offset, settings, start)
                     self._entries[key] = entry
+        entry.part.settings = settings
         entry.part.advance_log_start(log_start_offset)
         return entry.part
 
-    async def _read(self, key: ShareKey, leader_epoch: int, log_start: int, log_end: int) -> _Entry:
+    async def _read(self, key: ShareKey, leader_epoch: int, log_start: int, log_end: int,
+                    settings: ShareSettings, start: Start) -> _Entry:
+        def fresh() -> SharePartition:
+            return SharePartition.initialize(start.reset, log_start, log_end, settings, now_ms=start.now_ms,
+                                             offset_for_timestamp=start.offset_for_timestamp)
+
         if self.persister is None:
-            return _Entry(SharePartition.initialize(self.reset, log_start, log_end, self.settings), leader_epoch)
+            return _Entry(fresh(), leader_epoch)
         code, state = await self.persister.read(*key, leader_epoch)
         if code != ErrorCode.NONE or state is None:
             raise KafkaError(f"reading the share state of {key}: {code.name}", code)
         if state.start_offset >= 0:
-            part = SharePartition.from_state(state.start_offset, state.batches, self.settings, state.state_epoch)
+            part = SharePartition.from_state(state.start_offset, state.batches, settings, state.state_epoch)
             log.info("share group %s: %s-%d taken up from its state at offset %d", key[0], key[1], key[2],
                      part.start_offset)
             return _Entry(part, leader_epoch)
-        entry = _Entry(SharePartition.initialize(self.reset, log_start, log_end, self.settings), leader_epoch)
+        entry = _Entry(fresh(), leader_epoch)
         code = await self._write(key, entry)
         if code != ErrorCode.NONE:
             raise KafkaError(f"writing the start of {key}: {code.name}", code)

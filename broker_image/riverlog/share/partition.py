@@ -29,8 +29,10 @@ compressed into ranges of equal state and delivery count.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+
+from ..group_config import ShareReset
 
 DEFAULT_RECORD_LOCK_DURATION_MS = 30_000
 DEFAULT_DELIVERY_COUNT_LIMIT = 5
@@ -64,13 +66,6 @@ _ACCEPT, _RELEASE, _RENEW = int(AcknowledgeType.ACCEPT), int(AcknowledgeType.REL
 _ACK_TYPES = frozenset(int(t) for t in AcknowledgeType)
 
 
-class OffsetReset(enum.Enum):
-    """``share.auto.offset.reset``: where a share-partition without state starts."""
-
-    LATEST = "latest"
-    EARLIEST = "earliest"
-
-
 class InvalidRecordState(Exception):
     """An acknowledgement of records the member does not hold (Kafka's INVALID_RECORD_STATE)."""
 
@@ -84,6 +79,21 @@ class ShareSettings:
     record_lock_duration_ms: int = DEFAULT_RECORD_LOCK_DURATION_MS
     delivery_count_limit: int = DEFAULT_DELIVERY_COUNT_LIMIT
     max_record_locks: int = DEFAULT_MAX_RECORD_LOCKS
+
+
+def reset_start_offset(reset: ShareReset, log_start_offset: int, log_end_offset: int, now_ms: int,
+                       offset_for_timestamp: Callable[[int], int | None] | None) -> int:
+    """Where a share-partition without state starts (``share.auto.offset.reset``): the log's end
+    (``latest``: only records produced from now on), its start (``earliest``), or the first record
+    written at or after ``now - duration`` (``by_duration``; the log's end when there is none,
+    as a timestamp lookup past the last record finds nothing)."""
+    if reset.kind == "earliest":
+        return log_start_offset
+    if reset.kind == "by_duration" and offset_for_timestamp is not None:
+        found = offset_for_timestamp(now_ms - reset.duration_ms)
+        if found is not None:
+            return min(max(found, log_start_offset), log_end_offset)
+    return log_end_offset
 
 
 @dataclass
@@ -161,14 +171,16 @@ class SharePartition:
     @classmethod
     def initialize(
         cls,
-        reset: OffsetReset,
+        reset: ShareReset,
         log_start_offset: int,
         log_end_offset: int,
         settings: ShareSettings | None = None,
+        *,
+        now_ms: int = 0,
+        offset_for_timestamp: Callable[[int], int | None] | None = None,
     ) -> SharePartition:
-        """A share-partition the group never had state for: from the log's end (``latest``, only
-        records produced from now on) or from its start (``earliest``)."""
-        start = log_end_offset if reset is OffsetReset.LATEST else log_start_offset
+        """A share-partition the group never had state for, starting where ``reset`` says."""
+        start = reset_start_offset(reset, log_start_offset, log_end_offset, now_ms, offset_for_timestamp)
         return cls(start, settings, state_epoch=0)
 
     @classmethod

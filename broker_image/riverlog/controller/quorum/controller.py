@@ -360,6 +360,17 @@ class QuorumController(LocalController):
             lambda: super(QuorumController, self).alter_topic_configs(name, dict(values), **opts),
             (name, dict(values)), opts)
 
+    async def alter_group_configs(
+        self, name: str, values: Mapping[str, str | None], *, replace_all: bool, validate_only: bool,
+        limits: Mapping[str, str],
+    ) -> Outcome:
+        opts = {"replace_all": replace_all, "validate_only": validate_only, "limits": dict(limits)}
+        return await self._router.route(
+            "alter_group_configs",
+            lambda: super(QuorumController, self).alter_group_configs(
+                name, dict(values), replace_all=replace_all, validate_only=validate_only, limits=dict(limits)),
+            (name, dict(values)), opts)
+
     async def alter_partition_reassignments(
         self, items: Sequence[ReassignmentItem], *, allow_replication_factor_change: bool = True
     ) -> list[ReassignmentResult]:

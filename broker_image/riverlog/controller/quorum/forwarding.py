@@ -36,7 +36,7 @@ CATCH_UP_TIMEOUT_S = 5.0  # waiting for this node's image to include a forwarded
 # The ControllerApi methods a broker may call on the active controller.
 FORWARDABLE = frozenset({
     "register_broker", "heartbeat", "fence_broker", "alter_partition", "elect_leaders", "create_topics",
-    "delete_topics", "create_partitions", "alter_topic_configs", "allocate_producer_id",
+    "delete_topics", "create_partitions", "alter_topic_configs", "alter_group_configs", "allocate_producer_id",
     "alter_partition_reassignments", "update_features", "alter_user_scram_credentials",
     "create_acls", "delete_acls",
     "alter_client_quotas",
