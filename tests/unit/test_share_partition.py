@@ -325,3 +325,17 @@ def test_a_renewed_lock_expires_at_its_new_deadline() -> None:
     assert part.expire_locks(LOCK) == [1]
     assert part.expire_locks(2 * LOCK - 2) == []
     assert part.expire_locks(2 * LOCK - 1) == [0]
+
+
+def test_acquisition_finds_records_released_behind_ones_still_held() -> None:
+    # Acquisition scans the window from the lowest offset that may be available: a record
+    # released below records still held, or after a scan stopped at max_records, is found.
+    part = fresh()
+    assert part.acquire("a", 0, 6, 6) == [AcquiredRange(0, 5, 1)]
+    part.acknowledge("a", [ack(4, 4, RELEASE)], 10)
+    part.acknowledge("a", [ack(1, 1, RELEASE)], 10)
+    assert part.acquire("b", 10, 8, 1) == [AcquiredRange(1, 1, 2)]
+    assert part.acquire("b", 10, 8, 2) == [AcquiredRange(4, 4, 2), AcquiredRange(6, 6, 1)]
+    assert part.expire_locks(LOCK) == [0, 2, 3, 5]
+    assert part.acquire("c", LOCK, 8, 10) == [AcquiredRange(0, 0, 2), AcquiredRange(2, 3, 2),
+                                              AcquiredRange(5, 5, 2), AcquiredRange(7, 7, 1)]

@@ -96,7 +96,7 @@ def reset_start_offset(reset: ShareReset, log_start_offset: int, log_end_offset:
     return log_end_offset
 
 
-@dataclass
+@dataclass(slots=True)
 class InFlightRecord:
     state: RecordState
     delivery_count: int
@@ -165,6 +165,9 @@ class SharePartition:
         # No acquired record's lock ends before this (a lower bound, exact after each expiry
         # scan): lock expiry is checked on every fetch and acknowledgement, and is then a compare.
         self._lock_floor = NO_LOCK
+        # No record below this is AVAILABLE (a lower bound): acquisition scans the in-flight
+        # window from here, not from the start, on every fetch.
+        self._available_from = start_offset
 
     # --- creation -------------------------------------------------------------------------------
 
@@ -210,6 +213,7 @@ class SharePartition:
         # they are available with no deliveries.
         for offset in range(part.start_offset, part.end_offset):
             part.in_flight.setdefault(offset, InFlightRecord(RecordState.AVAILABLE, 0))
+        part._available_from = part.start_offset
         part._advance_start()
         return part
 
@@ -219,31 +223,40 @@ class SharePartition:
         """Hand ``member_id`` up to ``max_records`` records: available in-flight ones first (oldest
         first), then offsets never handed out, below ``fetchable_end`` (the high watermark, or
         the last stable offset under read_committed) and within the in-flight window."""
-        acquired: list[int] = []
-        for offset in range(self.start_offset, min(self.end_offset, fetchable_end)):
-            if len(acquired) >= max_records:
-                break
-            if self.in_flight[offset].state is RecordState.AVAILABLE:
-                acquired.append(offset)
-        window_end = self.start_offset + self.settings.max_record_locks
-        while len(acquired) < max_records and self.end_offset < min(fetchable_end, window_end):
-            self.in_flight[self.end_offset] = InFlightRecord(RecordState.AVAILABLE, 0)
-            acquired.append(self.end_offset)
-            self.end_offset += 1
+        in_flight = self.in_flight
         deadline = now_ms + self.settings.record_lock_duration_ms
-        if acquired:
+        again: list[int] = []
+        scan_end = min(self.end_offset, fetchable_end)
+        offset = max(self._available_from, self.start_offset)
+        while offset < scan_end and len(again) < max_records:
+            rec = in_flight[offset]
+            if rec.state is RecordState.AVAILABLE:
+                again.append(offset)
+                rec.state, rec.member_id, rec.lock_deadline_ms = RecordState.ACQUIRED, member_id, deadline
+                rec.delivery_count += 1
+            offset += 1
+        self._available_from = offset  # every record below was looked at: none is available now
+        ranges = _ranges(again, in_flight)
+        # Offsets never handed out: one range, delivery count 1.
+        first_new = self.end_offset
+        new_end = min(fetchable_end, self.start_offset + self.settings.max_record_locks,
+                      first_new + max_records - len(again))
+        for new in range(first_new, new_end):
+            in_flight[new] = InFlightRecord(RecordState.ACQUIRED, 1, member_id, deadline)
+        if new_end > first_new:
+            self.end_offset = new_end
+            last = ranges[-1] if ranges else None
+            if last is not None and last.last_offset == first_new - 1 and last.delivery_count == 1:
+                ranges[-1] = AcquiredRange(last.first_offset, new_end - 1, 1)
+            else:
+                ranges.append(AcquiredRange(first_new, new_end - 1, 1))
+        if ranges:
             self._lock_floor = min(self._lock_floor, deadline)
-        for offset in acquired:
-            rec = self.in_flight[offset]
-            rec.state = RecordState.ACQUIRED
-            rec.delivery_count += 1
-            rec.member_id = member_id
-            rec.lock_deadline_ms = deadline
-        return _ranges(acquired, self.in_flight)
+        return ranges
 
     def next_acquirable_offset(self, fetchable_end: int) -> int | None:
         """The lowest offset :meth:`acquire` would hand out (where the leader starts reading)."""
-        for offset in range(self.start_offset, min(self.end_offset, fetchable_end)):
+        for offset in range(max(self._available_from, self.start_offset), min(self.end_offset, fetchable_end)):
             if self.in_flight[offset].state is RecordState.AVAILABLE:
                 return offset
         window_end = self.start_offset + self.settings.max_record_locks
@@ -254,7 +267,8 @@ class SharePartition:
         window_end = self.start_offset + self.settings.max_record_locks
         if self.end_offset < min(fetchable_end, window_end):
             return True
-        return any(r.state is RecordState.AVAILABLE for r in self.in_flight.values())
+        return any(self.in_flight[o].state is RecordState.AVAILABLE
+                   for o in range(max(self._available_from, self.start_offset), self.end_offset))
 
     # --- acknowledgement ------------------------------------------------------------------------
 
@@ -278,7 +292,7 @@ class SharePartition:
                 if kind == _ACCEPT:
                     rec.state, rec.member_id, rec.lock_deadline_ms = RecordState.ACKNOWLEDGED, None, None
                 elif kind == _RELEASE:
-                    self._release(rec)
+                    self._release(offset, rec)
                 elif kind == _RENEW:
                     rec.lock_deadline_ms = renewed_deadline
                 else:  # REJECT, GAP
@@ -345,7 +359,7 @@ class SharePartition:
                 floor = min(floor, deadline)
         self._lock_floor = floor
         for offset in expired:
-            self._release(self.in_flight[offset])
+            self._release(offset, self.in_flight[offset])
         self._advance_start()
         return expired
 
@@ -357,7 +371,7 @@ class SharePartition:
         """A member left (or its share session closed): what it held is released."""
         held = [o for o, r in self._acquired() if r.member_id == member_id]
         for offset in held:
-            self._release(self.in_flight[offset])
+            self._release(offset, self.in_flight[offset])
         self._advance_start()
         return held
 
@@ -406,9 +420,12 @@ class SharePartition:
     def _acquired(self) -> Iterator[tuple[int, InFlightRecord]]:
         return ((o, r) for o, r in sorted(self.in_flight.items()) if r.state is RecordState.ACQUIRED)
 
-    def _release(self, rec: InFlightRecord) -> None:
-        limit_reached = rec.delivery_count >= self.settings.delivery_count_limit
-        self._finish(rec, RecordState.ARCHIVED if limit_reached else RecordState.AVAILABLE)
+    def _release(self, offset: int, rec: InFlightRecord) -> None:
+        if rec.delivery_count >= self.settings.delivery_count_limit:
+            self._finish(rec, RecordState.ARCHIVED)
+        else:
+            self._finish(rec, RecordState.AVAILABLE)
+            self._available_from = min(self._available_from, offset)
 
     @staticmethod
     def _finish(rec: InFlightRecord, state: RecordState) -> None:
@@ -423,12 +440,17 @@ class SharePartition:
 
 
 def _ranges(offsets: Sequence[int], records: dict[int, InFlightRecord]) -> list[AcquiredRange]:
+    """Ascending ``offsets`` as runs of consecutive offsets with equal delivery counts."""
     out: list[AcquiredRange] = []
-    for offset in offsets:
-        count = records[offset].delivery_count
-        last = out[-1] if out else None
-        if last is not None and last.last_offset == offset - 1 and last.delivery_count == count:
-            out[-1] = AcquiredRange(last.first_offset, offset, count)
-        else:
-            out.append(AcquiredRange(offset, offset, count))
+    if not offsets:
+        return out
+    first = previous = offsets[0]
+    count = records[first].delivery_count
+    for offset in offsets[1:]:
+        c = records[offset].delivery_count
+        if offset != previous + 1 or c != count:
+            out.append(AcquiredRange(first, previous, count))
+            first, count = offset, c
+        previous = offset
+    out.append(AcquiredRange(first, previous, count))
     return out
