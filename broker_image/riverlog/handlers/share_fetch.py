@@ -220,8 +220,10 @@ async def handle_share_fetch(broker: BrokerHost, ctx: RequestContext, req: Body)
 
 def _group_settings(broker: BrokerHost, group_id: str) -> ShareSettings:
     """The group's share-partition settings: its group configs in this broker's metadata image
-    over the broker's own settings."""
-    return share_settings(broker.config, broker.image.configs.get((GROUP_RESOURCE, group_id)))
+    over the broker's own settings (those, already built, for a group without any: the common
+    case, and this runs on every fetch)."""
+    overrides = broker.image.configs.get((GROUP_RESOURCE, group_id))
+    return share_settings(broker.config, overrides) if overrides else broker.share_partitions.settings
 
 
 def _start(broker: BrokerHost, group_id: str, p: Partition) -> Start:

@@ -125,22 +125,14 @@ class AcknowledgementBatch:
         return self.types[0] if len(self.types) == 1 else self.types[offset - self.first_offset]
 
 
-# An in-flight record's fields as a tuple (state, delivery count, member id, lock deadline):
-# cheap to take for every record an acknowledgement touches.
-RecordSnapshot = tuple[RecordState, int, "str | None", "int | None"]
-
-
-def _snapshot(rec: InFlightRecord) -> RecordSnapshot:
-    return (rec.state, rec.delivery_count, rec.member_id, rec.lock_deadline_ms)
-
-
 @dataclass(frozen=True)
 class AcknowledgementUndo:
-    """What an acknowledgement changed, to take it back when its state write fails: each
-    offset's record before and after it."""
+    """What an acknowledgement changed, to take it back when its state write fails. Every record
+    it touched was acquired by ``member_id`` (the acknowledgement was checked), so each one's
+    delivery count, lock deadline and the type applied to it say all: offset -> those three."""
 
-    before: dict[int, RecordSnapshot]
-    after: dict[int, RecordSnapshot]
+    member_id: str
+    before: dict[int, tuple[int, int | None, int]]
 
 
 @dataclass(frozen=True)
@@ -279,16 +271,16 @@ class SharePartition:
         for batch in batches:
             self._check(member_id, batch)
         in_flight = self.in_flight
-        before: dict[int, RecordSnapshot] = {}
+        before: dict[int, tuple[int, int | None, int]] = {}
         renewed_deadline = now_ms + self.settings.record_lock_duration_ms
         for batch in batches:
             types = batch.types
             first = batch.first_offset
             for offset in range(first, batch.last_offset + 1):
                 rec = in_flight[offset]
-                if offset not in before:
-                    before[offset] = _snapshot(rec)
                 kind = types[0] if len(types) == 1 else types[offset - first]
+                if offset not in before:
+                    before[offset] = (rec.delivery_count, rec.lock_deadline_ms, kind)
                 if kind == _ACCEPT:
                     rec.state, rec.member_id, rec.lock_deadline_ms = RecordState.ACKNOWLEDGED, None, None
                 elif kind == _RELEASE:
@@ -297,32 +289,31 @@ class SharePartition:
                     rec.lock_deadline_ms = renewed_deadline
                 else:  # REJECT, GAP
                     rec.state, rec.member_id, rec.lock_deadline_ms = RecordState.ARCHIVED, None, None
-        after = {offset: _snapshot(in_flight[offset]) for offset in before}
         self._advance_start()
-        return AcknowledgementUndo(before, after)
+        return AcknowledgementUndo(member_id, before)
 
     def rollback(self, undo: AcknowledgementUndo) -> None:
         """Take back an acknowledgement whose state write failed, as Kafka does
-        (``rollbackOrProcessStateUpdates``): its records are again what they were -- held by
-        their member until the lock's deadline -- so the member's error is true and a record
-        not durably accepted is delivered again. A record changed since (released and acquired
-        by another member) is left as it is."""
+        (``rollbackOrProcessStateUpdates``): its records are again held by their member until
+        the lock's deadline, so the member's error is true and a record not durably accepted is
+        delivered again. A record acquired since (released, then fetched) is left as it is."""
         if not undo.before:
             return
         lowest = min(undo.before)
         if lowest < self.start_offset:
-            # The start moved past records of this acknowledgement: they come back as it left
-            # them, and the others in between as done (the start only passes done records).
+            # The start moved past records of this acknowledgement: the records in between come
+            # back as done (the start only passes done records); this one's are restored below.
             for offset in range(lowest, self.start_offset):
-                done = undo.after.get(offset, (RecordState.ACKNOWLEDGED, 1, None, None))
-                self.in_flight.setdefault(offset, InFlightRecord(*done))
+                self.in_flight.setdefault(offset, InFlightRecord(RecordState.ACKNOWLEDGED, 1))
             self.start_offset = lowest
-        for offset, previous in undo.before.items():
+        for offset, (count, deadline, kind) in undo.before.items():
             current = self.in_flight.get(offset)
-            if current is not None and _snapshot(current) == undo.after[offset]:
-                self.in_flight[offset] = InFlightRecord(*previous)
-                if previous[3] is not None:
-                    self._lock_floor = min(self._lock_floor, previous[3])
+            if current is None or (current.state is RecordState.ACQUIRED
+                                   and (kind != _RENEW or current.member_id != undo.member_id)):
+                continue
+            self.in_flight[offset] = InFlightRecord(RecordState.ACQUIRED, count, undo.member_id, deadline)
+            if deadline is not None:
+                self._lock_floor = min(self._lock_floor, deadline)
         self._advance_start()
 
     def _check(self, member_id: str, batch: AcknowledgementBatch) -> None:
