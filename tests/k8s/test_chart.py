@@ -400,6 +400,15 @@ def test_alert_rules_fire_when_they_should(helm_env: dict[str, str], tmp_path: P
             # A KIP-848 group with a member behind its target from 2m (and one that catches up).
             series("riverlog_consumer_group_members_reconciling", "0 0 1x20", group="search", pod="demo-1", **demo),
             series("riverlog_consumer_group_members_reconciling", "1 0x21", group="billing", pod="demo-0", **demo),
+            # A share group whose start offset stops at 3m with records waiting (and one that moves).
+            series("riverlog_share_partition_lag", "5x22", group="jobs", topic="tasks", partition="0", pod="demo-0",
+                   **demo),
+            series("riverlog_share_partition_start_offset", "100 101 102 103x19", group="jobs", topic="tasks",
+                   partition="0", pod="demo-0", **demo),
+            series("riverlog_share_partition_lag", "5x22", group="mail", topic="tasks", partition="0", pod="demo-0",
+                   **demo),
+            series("riverlog_share_partition_start_offset", "0+10x22", group="mail", topic="tasks", partition="0",
+                   pod="demo-0", **demo),
             # demo-0 holds a transaction open ever longer (5 minutes more each minute): hanging.
             series("riverlog_transaction_oldest_open_seconds", "0+300x22", pod="demo-0", **demo),
             # calm: healthy, and its small lag stays under the threshold.
@@ -479,6 +488,12 @@ def test_alert_rules_fire_when_they_should(helm_env: dict[str, str], tmp_path: P
                 "exp_labels": {"severity": "warning", "namespace": "prod", "riverlog_cluster": "demo",
                                "group": "search"},
                 "exp_annotations": {"summary": "Consumer group search has not finished rebalancing for 10m"}}]},
+            # Not moving from 3m: firing once 10 minutes (shareGroupStalledFor) passed without a change.
+            {"eval_time": "10m", "alertname": "RiverlogShareGroupStalled", "exp_alerts": []},
+            {"eval_time": "16m", "alertname": "RiverlogShareGroupStalled", "exp_alerts": [{
+                "exp_labels": {"severity": "warning", "namespace": "prod", "riverlog_cluster": "demo",
+                               "group": "jobs", "topic": "tasks", "partition": "0"},
+                "exp_annotations": {"summary": "Share group jobs has not moved on tasks-0 for 10m"}}]},
             {"eval_time": "5m", "alertname": "RiverlogCertificateAuthorityExpiring", "exp_alerts": []},
             {"eval_time": "12m", "alertname": "RiverlogCertificateAuthorityExpiring", "exp_alerts": [{
                 "exp_labels": {"severity": "warning", "cluster_namespace": "prod", "cluster": "demo", "ca": "cluster"},

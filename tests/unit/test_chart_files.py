@@ -62,6 +62,7 @@ def known_metric_names() -> set[str]:
     broker.track_controller(lambda: (True, 0))
     broker.track_log_dirs(lambda: [("/data", True)])
     broker.track_transactions(lambda: [(0, 1, 2.5)], lambda: [("t", 0, 3)])
+    broker.track_share_partitions(lambda: [("g", "t", 0, 10, 4, 2, 6)])
     from riverlog_operator.metrics import REGISTRY as operator_registry
 
     registry = RegistryMetrics()  # a schema registry instance's, with its scrape-time gauges
@@ -142,7 +143,8 @@ def test_dashboard_reads_only_metrics_that_exist() -> None:
     # The headline gauges the alerts are about are all on the dashboard.
     assert {"riverlog_active_controller_count", "riverlog_offline_partitions_count", "riverlog_offline_log_dirs_count",
             "riverlog_under_replicated_partitions", "riverlog_consumer_group_lag",
-            "riverlog_transaction_oldest_open_seconds", "riverlog_operator_ca_expiry_timestamp_seconds"} <= used
+            "riverlog_transaction_oldest_open_seconds", "riverlog_operator_ca_expiry_timestamp_seconds",
+            "riverlog_share_partition_lag", "riverlog_share_partition_start_offset"} <= used
     # Every transaction metric has a panel.
     assert {"riverlog_transactions_open", "riverlog_transaction_marker_latency_seconds_bucket",
             "riverlog_last_stable_offset_lag", "riverlog_coordinator_load_seconds_bucket"} <= used
