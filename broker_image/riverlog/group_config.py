@@ -8,10 +8,10 @@ for ``share.record.lock.duration.ms``), and its bounds are the broker's min/max 
 Kafka's GroupConfig.
 
 Riverlog honours the consumer-group and share-group session/heartbeat settings and the
-share-partition ones (lock duration, delivery count limit, record locks, auto offset reset).
-The rest are described with their defaults; setting one is refused with INVALID_CONFIG unless the
-value is what Riverlog does anyway (``share.isolation.level=read_uncommitted``,
-``share.renew.acknowledge.enable=true``), since accepting a setting that changes nothing would
+share-partition ones (lock duration, delivery count limit, record locks, auto offset reset,
+isolation level). The rest are described with their defaults; setting one is refused with
+INVALID_CONFIG unless the value is what Riverlog does anyway
+(``share.renew.acknowledge.enable=true``), since accepting a setting that changes nothing would
 mislead. Riverlog has no streams groups, and computes assignments at each heartbeat (no
 assignment interval).
 
@@ -92,8 +92,7 @@ _DEFS = (
                    "by_duration:<ISO8601 duration>.", "latest"),
     GroupConfigDef("share.isolation.level", _STR,
                    "Controls how to read records written transactionally.", "read_uncommitted",
-                   choices=("read_committed", "read_uncommitted"),
-                   honoured=lambda v: v == "read_uncommitted"),
+                   choices=("read_committed", "read_uncommitted")),
     GroupConfigDef("share.renew.acknowledge.enable", _BOOL,
                    "Whether the renew acknowledge type is enabled for the share group.", "true",
                    honoured=lambda v: v.strip().lower() == "true"),
@@ -321,3 +320,8 @@ def share_reset(overrides: Mapping[str, str] | None) -> ShareReset:
         return parse_share_reset(raw)
     except ValueError:
         return LATEST
+
+
+def share_read_committed(overrides: Mapping[str, str] | None) -> bool:
+    """Whether the group reads only committed transactional records (``share.isolation.level``)."""
+    return (overrides or {}).get("share.isolation.level") == "read_committed"

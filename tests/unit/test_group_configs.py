@@ -102,7 +102,7 @@ def test_session_must_exceed_the_heartbeat_interval_with_defaults_merged() -> No
 
 
 def test_settings_riverlog_cannot_honour_are_refused() -> None:
-    assert "does not support" in refusal({"share.isolation.level": "read_committed"})
+    validate({"share.isolation.level": "read_committed"}, LIMITS)  # honoured: no refusal
     assert "does not support" in refusal({"share.renew.acknowledge.enable": "false"})
     assert "does not support" in refusal({"streams.num.standby.replicas": "1"})
     assert "does not support" in refusal({"consumer.assignment.interval.ms": "500"})

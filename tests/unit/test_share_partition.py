@@ -339,3 +339,14 @@ def test_acquisition_finds_records_released_behind_ones_still_held() -> None:
     assert part.expire_locks(LOCK) == [0, 2, 3, 5]
     assert part.acquire("c", LOCK, 8, 10) == [AcquiredRange(0, 0, 2), AcquiredRange(2, 3, 2),
                                               AcquiredRange(5, 5, 2), AcquiredRange(7, 7, 1)]
+
+
+def test_archive_acquired_drops_aborted_records_from_what_is_handed_out() -> None:
+    part = fresh()
+    ranges = part.acquire("a", 0, 8, 8)
+    assert ranges == [AcquiredRange(0, 7, 1)]
+    kept = part.archive_acquired("a", ranges, [(0, 1), (4, 5)])
+    assert kept == [AcquiredRange(2, 3, 1), AcquiredRange(6, 7, 1)]
+    assert part.start_offset == 2  # archived at the front: done
+    assert states(part)[4] == (RecordState.ARCHIVED, 1) and part.acquired_by("a") == [2, 3, 6, 7]
+    assert part.archive_acquired("b", kept, [(2, 3)]) == kept  # not b's: left alone

@@ -9,6 +9,8 @@ request's ``MaxRecords``. The records go back as the batches read up to the one 
 acquired offset, with the acquired ranges and their delivery counts: the client keeps only
 records inside those ranges and acknowledges gaps.
 With nothing to acquire the request waits up to ``MaxWaitMs`` for data or released records.
+A group with ``share.isolation.level=read_committed`` reads only below the last stable offset, and
+the records of aborted transactions it acquires are archived at once, not handed out.
 
 Share sessions (``share/sessions.py``) carry the partitions between requests; closing one (epoch
 -1) releases what the member still holds here. ShareAcknowledge is the acknowledgement half alone.
@@ -25,13 +27,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..clock import now_ms
-from ..group_config import GROUP_RESOURCE, share_reset
+from ..group_config import GROUP_RESOURCE, share_read_committed, share_reset
 from ..protocol.errors import ErrorCode, KafkaError
 from ..protocol.file_region import FileRegion
 from ..server.dispatch import RequestContext
 from ..share.manager import Start, share_settings
 from ..share.partition import AcknowledgementBatch, InvalidAcknowledgement, InvalidRecordState, ShareSettings
 from ..share.sessions import FINAL_EPOCH, INITIAL_EPOCH, SharePartitionKey, ShareSessionError
+from ..storage.txn_index import AbortedTxn
 from .authorize import Operation, on_group, on_topic
 from .common import Body
 
@@ -45,8 +48,14 @@ DEFAULT_MAX_RECORDS = 500
 # wake the log's data waiters).
 RECHECK_S = 0.1
 _BATCH_START = struct.Struct(">qi")  # base offset, batch length (from the byte after it)
+_HEAD = 61  # a v2 batch header up to its record count
+_ATTRIBUTES = struct.Struct(">h")
+_ATTRIBUTES_AT = 21
 _LAST_OFFSET_DELTA = struct.Struct(">i")
 _LAST_OFFSET_DELTA_AT = 23
+_PRODUCER_ID = struct.Struct(">q")
+_PRODUCER_ID_AT = 43
+_TRANSACTIONAL, _CONTROL = 0x10, 0x20
 
 
 @dataclass(frozen=True)
@@ -54,22 +63,40 @@ class _Batch:
     region: FileRegion
     position: int  # where the batch ends in its file
     next_offset: int
+    base_offset: int = 0
+    producer_id: int = -1
+    attributes: int = 0
+
+    @property
+    def transactional_data(self) -> bool:
+        return bool(self.attributes & _TRANSACTIONAL) and not self.attributes & _CONTROL
 
 
 def whole_batches(regions: list[FileRegion]) -> list[_Batch]:
-    """The whole batches in ``regions``, each with where it ends and the offset after it."""
+    """The whole batches in ``regions``, each with where it ends, the offset after it and what a
+    read_committed share group needs to tell an aborted transaction's batch."""
     out: list[_Batch] = []
     for region in regions:
         pos, stop = region.position, region.position + region.size
-        while pos + _LAST_OFFSET_DELTA_AT + 4 <= stop:
-            head = os.pread(region.fileno(), _LAST_OFFSET_DELTA_AT + 4, pos)
+        while pos + _HEAD <= stop:
+            head = os.pread(region.fileno(), _HEAD, pos)
             base, length = _BATCH_START.unpack_from(head)
             if pos + 12 + length > stop:
                 break
             (delta,) = _LAST_OFFSET_DELTA.unpack_from(head, _LAST_OFFSET_DELTA_AT)
+            (attributes,) = _ATTRIBUTES.unpack_from(head, _ATTRIBUTES_AT)
+            (producer_id,) = _PRODUCER_ID.unpack_from(head, _PRODUCER_ID_AT)
             pos += 12 + length
-            out.append(_Batch(region, pos, base + delta + 1))
+            out.append(_Batch(region, pos, base + delta + 1, base, producer_id, attributes))
     return out
+
+
+def aborted_spans(batches: list[_Batch], aborted: list[AbortedTxn]) -> list[tuple[int, int]]:
+    """The (first, last) offsets of the batches that belong to an aborted transaction: data
+    batches of its producer between its first offset and its abort marker."""
+    return [(b.base_offset, b.next_offset - 1) for b in batches if b.transactional_data
+            and any(t.producer_id == b.producer_id and t.first_offset <= b.base_offset <= t.last_offset
+                    for t in aborted)]
 
 
 def up_to(batches: list[_Batch], last_offset: int) -> list[FileRegion]:
@@ -239,6 +266,7 @@ def _start(broker: BrokerHost, group_id: str, p: Partition) -> Start:
 async def _fetch(broker: BrokerHost, req: Body, group_id: str, member_id: str,
                  partitions: list[SharePartitionKey], denied: set[uuid.UUID], answer: Any) -> None:
     settings = _group_settings(broker, group_id)
+    read_committed = share_read_committed(broker.image.configs.get((GROUP_RESOURCE, group_id)))
     max_bytes = req["max_bytes"] or MAX_INT32
     max_records = req.get("max_records") or DEFAULT_MAX_RECORDS
     loop = asyncio.get_running_loop()
@@ -264,6 +292,8 @@ async def _fetch(broker: BrokerHost, req: Body, group_id: str, member_id: str,
             if acquired_count >= max_records or total_bytes >= max_bytes:
                 continue
             hw = p.high_watermark
+            # read_committed: nothing at or past the last stable offset (an open transaction).
+            end = p.last_stable_offset if read_committed else hw
             try:
                 part = await broker.share_partitions.take_up((group_id, topic_id, index), p.leader_epoch,
                                                              p.log.log_start_offset, hw, settings,
@@ -272,11 +302,12 @@ async def _fetch(broker: BrokerHost, req: Body, group_id: str, member_id: str,
                 continue  # its state cannot be read yet (the share coordinator is loading): next pass
             now = now_ms()
             part.expire_locks(now)
-            first = part.next_acquirable_offset(hw)
+            first = part.next_acquirable_offset(end)
             if first is None:
                 continue
             try:
-                read = p.read(first, max_bytes - total_bytes, min_one_batch=total_bytes == 0)
+                read = p.read(first, max_bytes - total_bytes, min_one_batch=total_bytes == 0,
+                              read_committed=read_committed, last_stable_offset=end if read_committed else None)
             except KafkaError as exc:
                 answer(key, p)["error_code"] = exc.code
                 had_error = True
@@ -284,7 +315,14 @@ async def _fetch(broker: BrokerHost, req: Body, group_id: str, member_id: str,
             batches = whole_batches(read.regions)
             if not batches:
                 continue
-            ranges = part.acquire(member_id, now, min(hw, batches[-1].next_offset), max_records - acquired_count)
+            ranges = part.acquire(member_id, now, min(end, batches[-1].next_offset), max_records - acquired_count)
+            if ranges and read_committed:
+                # Records of aborted transactions are archived, never delivered (Kafka's
+                # filterAbortedTransactionalAcquiredRecords); the client skips what is not acquired.
+                aborted = aborted_spans(batches, p.log.aborted_transactions(ranges[0].first_offset,
+                                                                            ranges[-1].last_offset + 1))
+                if aborted:
+                    ranges = part.archive_acquired(member_id, ranges, aborted)
             if not ranges:
                 continue
             regions = up_to(batches, ranges[-1].last_offset)

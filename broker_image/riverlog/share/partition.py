@@ -246,6 +246,31 @@ class SharePartition:
             self._lock_floor = min(self._lock_floor, deadline)
         return ranges
 
+    def archive_acquired(self, member_id: str, ranges: list[AcquiredRange],
+                         spans: Sequence[tuple[int, int]]) -> list[AcquiredRange]:
+        """Archive the records of ``spans`` (first, last offsets) that ``member_id`` just acquired
+        in ``ranges`` -- an aborted transaction's, under read_committed -- and return the ranges
+        without them."""
+        archived: set[int] = set()
+        for first, last in spans:
+            for offset in range(first, last + 1):
+                rec = self.in_flight.get(offset)
+                if rec is not None and rec.state is RecordState.ACQUIRED and rec.member_id == member_id:
+                    self._finish(rec, RecordState.ARCHIVED)
+                    archived.add(offset)
+        self._advance_start()
+        out: list[AcquiredRange] = []
+        for r in ranges:
+            run_start: int | None = None
+            for offset in range(r.first_offset, r.last_offset + 2):
+                keep = offset <= r.last_offset and offset not in archived
+                if keep and run_start is None:
+                    run_start = offset
+                elif not keep and run_start is not None:
+                    out.append(AcquiredRange(run_start, offset - 1, r.delivery_count))
+                    run_start = None
+        return out
+
     def next_acquirable_offset(self, fetchable_end: int) -> int | None:
         """The lowest offset :meth:`acquire` would hand out (where the leader starts reading)."""
         for offset in range(max(self._available_from, self.start_offset), min(self.end_offset, fetchable_end)):
