@@ -262,6 +262,41 @@ def test_kip848_consumers_need_read_on_the_group_and_describe_on_their_topics(se
         == KafkaError.GROUP_AUTHORIZATION_FAILED
 
 
+def test_a_kip848_regex_subscription_takes_only_describable_topics(secured: Secured) -> None:
+    """A regex subscription (``group.protocol=consumer``) is resolved by the broker: only the
+    matching topics the member may DESCRIBE are assigned to it (Kafka: KAFKA-18813), so it never
+    learns of the others through its assignment."""
+    for name in ("rx-visible", "rx-hidden"):
+        secured.create_topic(name)
+        produce_errors(secured, "admin", name)
+    secured.grant(acl(ResourceType.TOPIC, "rx-visible", "dave", AclOperation.READ),
+                  acl(ResourceType.GROUP, "rx-dave", "dave", AclOperation.READ))
+    consumer = Consumer(secured.conf("dave", **{"group.id": "rx-dave", "auto.offset.reset": "earliest",
+                                                "group.protocol": "consumer"}))
+    consumer.subscribe(["^rx-.*"])
+    try:
+        read: set[str] = set()
+        deadline = time.monotonic() + TIMEOUT
+        while "rx-visible" not in read:
+            assert time.monotonic() < deadline, f"dave read nothing of rx-visible (read {read})"
+            msg = consumer.poll(1.0)
+            if msg is not None and msg.error() is None:
+                read.add(msg.topic())
+        for _ in range(3):  # a few more polls: nothing of the hidden topic comes
+            msg = consumer.poll(1.0)
+            if msg is not None and msg.error() is None:
+                read.add(msg.topic())
+        assert read == {"rx-visible"}
+        # What the coordinator assigned (the client alone could not tell: it drops a topic id its
+        # Metadata does not name), as the super user sees it.
+        admin = secured.admin("admin")
+        group = admin.describe_consumer_groups(["rx-dave"])["rx-dave"].result(TIMEOUT)
+        assigned = {tp.topic for m in group.members for tp in m.assignment.topic_partitions}
+        assert assigned == {"rx-visible"}, assigned
+    finally:
+        consumer.close()
+
+
 def test_metadata_lists_only_describable_topics_and_hides_existence(secured: Secured) -> None:
     for name in ("m-visible", "m-hidden"):
         secured.create_topic(name)

@@ -8,6 +8,7 @@ the partitions they own (having revoked what the last answer took away)."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -31,8 +32,10 @@ class Client:
     """One consumer as the protocol sees it: its member id, epoch and owned partitions."""
 
     def __init__(self, h: Harness, member_id: str, topics: tuple[str, ...] = ("orders",),
-                 regex: str | None = None, instance_id: str | None = None) -> None:
+                 regex: str | None = None, instance_id: str | None = None,
+                 may_describe: Callable[[str], bool] | None = None) -> None:
         self.h, self.member_id, self.topics, self.regex, self.instance_id = h, member_id, topics, regex, instance_id
+        self.may_describe = may_describe
         self.epoch = 0
         self.owned: Assignment = {}
 
@@ -43,7 +46,7 @@ class Client:
             instance_id=self.instance_id, rack_id=None, rebalance_timeout_ms=300_000 if joining or full else -1,
             subscribed_topic_names=(None if self.regex else self.topics) if joining or full else None,
             subscribed_topic_regex=self.regex if joining else None, server_assignor=None,
-            owned=dict(self.owned), client_id="c", client_host="/127.0.0.1")
+            owned=dict(self.owned), client_id="c", client_host="/127.0.0.1", may_describe=self.may_describe)
         body = self.h.reply(self.h.run(self.h.shard.consumer_group_heartbeat, req))
         assert body is not None
         if body["error_code"] == ErrorCode.NONE and epoch is None:
@@ -386,3 +389,27 @@ def test_kip1251_a_commit_with_an_older_epoch_covers_partitions_held_since_then(
     for record in h.written:
         loaded.replay(record)
     assert loaded.consumer_groups["g"].members["a"].assignment_epochs == member_a.assignment_epochs
+
+
+def test_a_regex_takes_only_topics_its_member_may_describe() -> None:
+    # KAFKA-18813: the member's principal may describe orders but not audit; both match.
+    h = harness(ORDERS, AUDIT)
+    allowed = {"orders"}
+    a = Client(h, "a", regex="orders|audit", may_describe=lambda name: name in allowed)
+    a.heartbeat()
+    a.heartbeat()
+    group = h.shard.consumer_groups["g"]
+    assert set(group.subscription_metadata) == {"orders"}
+    assert set(a.owned) == {ORDERS.topic_id}
+    # Granted DESCRIBE on audit: the next heartbeat picks it up.
+    allowed.add("audit")
+    a.heartbeat()
+    a.heartbeat()
+    assert set(group.subscription_metadata) == {"orders", "audit"}
+    assert set(a.owned) == {ORDERS.topic_id, AUDIT.topic_id}
+    # Without an authorizer (no predicate) a regex is not filtered.
+    b = Client(h, "b", regex="audit")
+    b.heartbeat()
+    assert "audit" in group.subscription_metadata
+    a.leave()
+    assert ("g", "a") not in h.shard.regex_visible

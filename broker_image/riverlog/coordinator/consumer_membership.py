@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import uuid
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from ..protocol.errors import ErrorCode
@@ -79,6 +79,10 @@ class HeartbeatRequest:
     owned: Assignment | None
     client_id: str
     client_host: str
+    # Whether the member's principal may DESCRIBE a topic; None without an authorizer. A regex
+    # subscription takes only such topics (Kafka: KAFKA-18813), so a client never learns of a
+    # topic it could not describe through its assignment.
+    may_describe: Callable[[str], bool] | None = None
 
 
 class HeartbeatError(Exception):
@@ -127,6 +131,8 @@ class ConsumerMembership(ShardState):
             raise HeartbeatError(ErrorCode.GROUP_MAX_SIZE_REACHED, "The consumer group has reached its maximum "
                                  f"capacity of {self.config.consumer_max_size} members.")
         member, is_new = self._member_for_heartbeat(group, req, member_id)
+        regex = req.subscribed_topic_regex if req.subscribed_topic_regex is not None else member.subscribed_topic_regex
+        self._note_visible_topics(group.group_id, member_id, regex, req.may_describe)
         updated = replace(
             member,
             instance_id=req.instance_id if req.instance_id is not None else member.instance_id,
@@ -170,7 +176,7 @@ class ConsumerMembership(ShardState):
         bump = is_new or not updated.same_subscription(member)
         # The topics the group subscribes to, with this member's (new) subscription.
         others = [m for m in group.members.values() if m.member_id != member_id]
-        metadata = self._subscription_metadata([*others, updated])
+        metadata = self._subscription_metadata(group_id, [*others, updated])
         if metadata != group.subscription_metadata:
             records.append(_partition_metadata_record(group_id, metadata))
             bump = True
@@ -320,7 +326,7 @@ class ConsumerMembership(ShardState):
         if self.maybe_downgrade(group, member_ids, why):
             return
         self._apply([r for member_id in member_ids for r in self._removal_records(group.group_id, member_id)])
-        metadata = self._subscription_metadata(list(group.members.values()))
+        metadata = self._subscription_metadata(group.group_id, list(group.members.values()))
         extra: list[CoordinatorRecord] = []
         if metadata != group.subscription_metadata:
             extra.append(_partition_metadata_record(group.group_id, metadata))
@@ -339,18 +345,35 @@ class ConsumerMembership(ShardState):
 
     # Target assignment -------------------------------------------------------------------
 
-    def _subscription_metadata(self, members: Sequence[ConsumerMember]) -> dict[str, TopicMetadata]:
+    def _note_visible_topics(self, group_id: str, member_id: str, regex: str | None,
+                             may_describe: Callable[[str], bool] | None) -> None:
+        """Remember which topics matching the member's regex its principal may describe, as of
+        this heartbeat (in memory: after a coordinator move a member's regex is unfiltered until
+        its next heartbeat, a few seconds)."""
+        key = (group_id, member_id)
+        if regex is None or may_describe is None:
+            self.regex_visible.pop(key, None)
+        else:
+            self.regex_visible[key] = frozenset(n for n in matching_topics(regex, self.topics) if may_describe(n))
+
+    def _regex_topics(self, group_id: str, member: ConsumerMember, topics: Mapping[str, TopicMetadata]) -> set[str]:
+        assert member.subscribed_topic_regex is not None
+        names = set(matching_topics(member.subscribed_topic_regex, topics))
+        visible = self.regex_visible.get((group_id, member.member_id))
+        return names if visible is None else names & visible
+
+    def _subscription_metadata(self, group_id: str, members: Sequence[ConsumerMember]) -> dict[str, TopicMetadata]:
         names: set[str] = set()
         for m in members:
             names.update(m.subscribed_topic_names)
             if m.subscribed_topic_regex is not None:
-                names.update(matching_topics(m.subscribed_topic_regex, self.topics))
+                names.update(self._regex_topics(group_id, m, self.topics))
         return {n: self.topics[n] for n in sorted(names) if n in self.topics}
 
     def _member_topic_ids(self, group: ConsumerGroup, member: ConsumerMember) -> frozenset[uuid.UUID]:
         names = set(member.subscribed_topic_names)
         if member.subscribed_topic_regex is not None:
-            names.update(matching_topics(member.subscribed_topic_regex, group.subscription_metadata))
+            names.update(self._regex_topics(group.group_id, member, group.subscription_metadata))
         return frozenset(group.subscription_metadata[n].topic_id for n in names if n in group.subscription_metadata)
 
     def _assignor_name(self, group: ConsumerGroup) -> str:
@@ -428,6 +451,8 @@ class ConsumerMembership(ShardState):
         self.timers.schedule(key, self.now_ms + timeout, expire)
 
     def _cancel_member_timers(self, group_id: str, member_id: str) -> None:
+        """A member is gone: its timers, and what it was allowed to see."""
+        self.regex_visible.pop((group_id, member_id), None)
         for key in (self._session_key(group_id, member_id), self._revocation_key(group_id, member_id),
                     self.classic_join_key(group_id, member_id), self.classic_sync_key(group_id, member_id)):
             self.timers.cancel(key)

@@ -53,6 +53,9 @@ class ShardState:
         self.topic_names_by_id: dict[uuid.UUID, str] = {}
         # Group-level configs (group id -> overrides), from the shell's metadata image.
         self.group_configs: Mapping[str, Mapping[str, str]] = {}
+        # (group id, member id) -> the topics matching the member's regex its principal may
+        # DESCRIBE, from its latest heartbeat (consumer_membership.py); absent: not filtered.
+        self.regex_visible: dict[tuple[str, str], frozenset[str]] = {}
         self.offsets = OffsetStore()
         self.pending_txn_offsets = PendingTxnOffsets()
         # Counts offset records applied, in log order (see OffsetAndMetadata.record_position).

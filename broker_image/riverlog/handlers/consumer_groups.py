@@ -4,8 +4,8 @@ The request checks are Kafka's (``throwIfConsumerGroupHeartbeatRequestIsInvalid`
 with Kafka's messages, UNSUPPORTED_ASSIGNOR, INVALID_REGULAR_EXPRESSION); the protocol itself is
 the group coordinator's (``coordinator/consumer_membership.py``). As Kafka: READ on the group for a
 heartbeat, DESCRIBE for a describe, and DESCRIBE on every subscribed topic name (otherwise
-TOPIC_AUTHORIZATION_FAILED: a client may not learn of topics it cannot describe). Not yet: Kafka
-also leaves out of a regex subscription the topics the member may not describe.
+TOPIC_AUTHORIZATION_FAILED: a client may not learn of topics it cannot describe); a regex
+subscription takes only the matching topics the member's principal may describe (as Kafka's).
 """
 
 from __future__ import annotations
@@ -19,8 +19,9 @@ from ..coordinator.consumer_records import Assignment
 from ..coordinator.shard import AUTHORIZED_OPERATIONS_OMITTED, GROUP_AUTHORIZED_OPERATIONS, GroupShard
 from ..coordinator.topic_regex import InvalidRegex, compile_regex
 from ..protocol.errors import ErrorCode, KafkaError
+from ..security.acl import ResourceType
 from ..server.dispatch import RequestContext
-from .authorize import Operation, on_group, on_topic
+from .authorize import Operation, allowed, on_group, on_topic
 from .common import Body
 from .groups import client_host
 
@@ -102,6 +103,8 @@ async def handle_consumer_group_heartbeat(broker: BrokerHost, ctx: RequestContex
             subscribed_topic_names=tuple(names) if names is not None else None,
             subscribed_topic_regex=req.get("subscribed_topic_regex"), server_assignor=req.get("server_assignor"),
             owned=_owned(req["topic_partitions"]), client_id=ctx.header.client_id or "", client_host=client_host(ctx),
+            may_describe=(lambda name: allowed(broker, ctx, Operation.DESCRIBE, ResourceType.TOPIC, name,
+                                               log_denial=False)) if broker.access.enabled else None,
         )
         try:
             body = await broker.coordinator.call(request.group_id,
