@@ -1,6 +1,3 @@
-import java.io.BufferedReader;
-import java.io.InputStreamReader;
-import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collection;
@@ -79,33 +76,8 @@ public final class GroupMembers {
     }
 
     public static void main(String[] args) throws Exception {
-        if (args.length != 1) {
-            System.err.println("usage: GroupMembers <bootstrap servers>");
-            System.exit(2);
-        }
-        GroupMembers program = new GroupMembers(args[0]);
-        BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
-        String line;
-        while ((line = in.readLine()) != null) {
-            line = line.trim();
-            if (line.isEmpty()) {
-                continue;
-            }
-            String[] words = line.split("\\s+");
-            Map<String, Object> answer;
-            try {
-                answer = program.execute(words);
-                answer.put("ok", true);
-            } catch (Exception e) {
-                answer = new LinkedHashMap<>();
-                answer.put("ok", false);
-                answer.put("error", e.getClass().getSimpleName());
-                answer.put("message", String.valueOf(e.getMessage()));
-            }
-            answer.put("op", words[0]);
-            System.out.println(TxnClient.Json.write(answer));
-            System.out.flush();
-        }
+        GroupMembers program = new GroupMembers(CommandLoop.bootstrap("GroupMembers", args));
+        CommandLoop.run(program::execute);
         program.closeAll();
     }
 

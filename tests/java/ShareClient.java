@@ -1,6 +1,3 @@
-import java.io.BufferedReader;
-import java.io.InputStreamReader;
-import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -63,33 +60,8 @@ public final class ShareClient {
     }
 
     public static void main(String[] args) throws Exception {
-        if (args.length != 1) {
-            System.err.println("usage: ShareClient <bootstrap servers>");
-            System.exit(2);
-        }
-        ShareClient client = new ShareClient(args[0]);
-        BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
-        String line;
-        while ((line = in.readLine()) != null) {
-            line = line.trim();
-            if (line.isEmpty()) {
-                continue;
-            }
-            String[] words = line.split("\\s+");
-            Map<String, Object> answer;
-            try {
-                answer = client.execute(words);
-                answer.put("ok", true);
-            } catch (Exception e) {
-                answer = new LinkedHashMap<>();
-                answer.put("ok", false);
-                answer.put("error", e.getClass().getSimpleName());
-                answer.put("message", String.valueOf(e.getMessage()));
-            }
-            answer.put("op", words[0]);
-            System.out.println(TxnClient.Json.write(answer));
-            System.out.flush();
-        }
+        ShareClient client = new ShareClient(CommandLoop.bootstrap("ShareClient", args));
+        CommandLoop.run(client::execute);
         client.closeAll();
     }
 

@@ -1,9 +1,8 @@
-import java.io.BufferedReader;
-import java.io.InputStreamReader;
-import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.Properties;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
@@ -56,51 +55,38 @@ public final class ShareThroughput {
     }
 
     public static void main(String[] args) throws Exception {
-        if (args.length != 1) {
-            System.err.println("usage: ShareThroughput <bootstrap servers>");
-            System.exit(2);
-        }
-        ShareThroughput app = new ShareThroughput(args[0]);
-        BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
-        String line;
-        while ((line = in.readLine()) != null) {
-            String[] w = line.trim().split("\\s+");
-            String answer;
-            try {
-                answer = app.handle(w);
-            } catch (Exception e) {
-                answer = "{\"ok\": false, \"error\": \"" + e.getClass().getSimpleName() + ": "
-                    + String.valueOf(e.getMessage()).replace("\"", "'") + "\"}";
-            }
-            System.out.println(answer);
-            System.out.flush();
-        }
+        ShareThroughput app = new ShareThroughput(CommandLoop.bootstrap("ShareThroughput", args));
+        CommandLoop.run(app::execute);
         app.stop();
     }
 
-    private String handle(String[] w) throws Exception {
+    private Map<String, Object> execute(String[] w) throws Exception {
+        Map<String, Object> answer = new LinkedHashMap<>();
         switch (w[0]) {
             case "start":
                 start(w[1], w[2], Integer.parseInt(w[3]));
-                return "{\"ok\": true}";
+                break;
             case "warm":
-                return "{\"ok\": true, \"partitions\": " + warmPartitions + ", \"failure\": "
-                    + (failure == null ? "null" : "\"" + failure.replace("\"", "'") + "\"") + "}";
+                answer.put("partitions", new ArrayList<>(warmPartitions));
+                answer.put("failure", failure);
+                break;
             case "pause":
                 paused.set(true);
                 Thread.sleep(300);  // a poll under way (at most 100 ms) returns first
-                return "{\"ok\": true}";
+                break;
             case "resume":
                 paused.set(false);
-                return "{\"ok\": true}";
+                break;
             case "wait":
-                return waitFor(Long.parseLong(w[1]), Long.parseLong(w[2]));
+                waitFor(Long.parseLong(w[1]), Long.parseLong(w[2]), answer);
+                break;
             case "stop":
                 stop();
-                return "{\"ok\": true}";
+                break;
             default:
-                return "{\"ok\": false, \"error\": \"unknown command " + w[0] + "\"}";
+                throw new IllegalArgumentException("unknown command " + w[0]);
         }
+        return answer;
     }
 
     private void start(String group, String topic, int count) {
@@ -155,14 +141,14 @@ public final class ShareThroughput {
         }
     }
 
-    private String waitFor(long count, long timeoutMs) throws InterruptedException {
+    private void waitFor(long count, long timeoutMs, Map<String, Object> answer) throws InterruptedException {
         long deadline = System.currentTimeMillis() + timeoutMs;
         while (counted.get() < count && failure == null && System.currentTimeMillis() < deadline) {
             Thread.sleep(5);
         }
         if (counted.get() < count) {
-            return "{\"ok\": false, \"error\": \"counted " + counted.get() + " of " + count + "\", \"failure\": "
-                + (failure == null ? "null" : "\"" + failure.replace("\"", "'") + "\"") + "}";
+            throw new IllegalStateException("counted " + counted.get() + " of " + count
+                + (failure == null ? "" : "; a consumer failed: " + failure));
         }
         // Acknowledgements of the last records ride on the next poll: commit them everywhere.
         committing.set(true);
@@ -171,10 +157,10 @@ public final class ShareThroughput {
         }
         long end = System.nanoTime();
         if (committed.get() < consumers.size()) {
-            return "{\"ok\": false, \"error\": \"commitSync did not finish\"}";
+            throw new IllegalStateException("commitSync did not finish");
         }
-        double seconds = (end - firstNanos.get()) / 1e9;
-        return "{\"ok\": true, \"records\": " + counted.get() + ", \"seconds\": " + seconds + "}";
+        answer.put("records", counted.get());
+        answer.put("seconds", (end - firstNanos.get()) / 1e9);
     }
 
     private void stop() throws InterruptedException {

@@ -84,20 +84,6 @@ public final class StreamsEosApp {
         }
     }
 
-    private static String quote(String s) {
-        StringBuilder out = new StringBuilder("\"");
-        for (char c : (s == null ? "null" : s).toCharArray()) {
-            if (c == '"' || c == '\\') {
-                out.append('\\').append(c);
-            } else if (c < 0x20) {
-                out.append(String.format("\\u%04x", (int) c));
-            } else {
-                out.append(c);
-            }
-        }
-        return out.append('"').toString();
-    }
-
     public static void main(String[] args) throws Exception {
         if (args.length != 6) {
             System.err.println("usage: StreamsEosApp <bootstrap> <application id> <state dir> <orders> <payments> <output>");
@@ -121,13 +107,13 @@ public final class StreamsEosApp {
         props.put(StreamsConfig.producerPrefix("metadata.max.age.ms"), 5000);
 
         KafkaStreams streams = new KafkaStreams(build(args[3], args[4], args[5]), props);
-        streams.setStateListener((now, before) -> say("{\"state\": " + quote(now.name()) + "}"));
+        streams.setStateListener((now, before) -> say("{\"state\": " + Json.write(now.name()) + "}"));
         streams.setUncaughtExceptionHandler(exception -> {
             Throwable root = exception;
             while (root.getCause() != null) {
                 root = root.getCause();
             }
-            say("{\"thread_error\": " + quote(exception.toString()) + ", \"root\": " + quote(root.toString()) + "}");
+            say("{\"thread_error\": " + Json.write(exception.toString()) + ", \"root\": " + Json.write(root.toString()) + "}");
             return StreamsUncaughtExceptionHandler.StreamThreadExceptionResponse.REPLACE_THREAD;
         });
         streams.start();

@@ -1,9 +1,5 @@
-import java.io.BufferedReader;
-import java.io.InputStreamReader;
-import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
-import java.util.Collection;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -65,44 +61,9 @@ public final class TxnClient {
     }
 
     public static void main(String[] args) throws Exception {
-        if (args.length != 1) {
-            System.err.println("usage: TxnClient <bootstrap servers>");
-            System.exit(2);
-        }
-        TxnClient client = new TxnClient(args[0]);
-        BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
-        String line;
-        while ((line = in.readLine()) != null) {
-            line = line.trim();
-            if (line.isEmpty()) {
-                continue;
-            }
-            String[] words = line.split("\\s+");
-            Map<String, Object> answer;
-            try {
-                answer = client.execute(words);
-                answer.put("ok", true);
-            } catch (Exception e) {
-                answer = failure(e);
-            }
-            answer.put("op", words[0]);
-            System.out.println(Json.write(answer));
-            System.out.flush();
-        }
+        TxnClient client = new TxnClient(CommandLoop.bootstrap("TxnClient", args));
+        CommandLoop.run(client::execute);
         client.closeAll();
-    }
-
-    private static Map<String, Object> failure(Throwable e) {
-        Map<String, Object> answer = new LinkedHashMap<>();
-        answer.put("ok", false);
-        answer.put("error", e.getClass().getSimpleName());
-        List<Object> chain = new ArrayList<>();
-        for (Throwable t = e; t != null && chain.size() < 10; t = t.getCause()) {
-            chain.add(t.getClass().getSimpleName());
-        }
-        answer.put("chain", chain);
-        answer.put("message", String.valueOf(e.getMessage()));
-        return answer;
     }
 
     private Map<String, Object> execute(String[] w) throws Exception {
@@ -359,66 +320,6 @@ public final class TxnClient {
     private void closeAll() {
         for (KafkaProducer<String, String> producer : producers.values()) {
             producer.close(Duration.ofSeconds(5));
-        }
-    }
-
-    /** Just enough JSON for the answers: maps, lists, strings, numbers, booleans, null. */
-    static final class Json {
-        static String write(Object value) {
-            StringBuilder out = new StringBuilder();
-            write(out, value);
-            return out.toString();
-        }
-
-        private static void write(StringBuilder out, Object value) {
-            if (value == null) {
-                out.append("null");
-            } else if (value instanceof String) {
-                string(out, (String) value);
-            } else if (value instanceof Number || value instanceof Boolean) {
-                out.append(value);
-            } else if (value instanceof Map) {
-                out.append('{');
-                boolean first = true;
-                for (Map.Entry<?, ?> e : ((Map<?, ?>) value).entrySet()) {
-                    if (!first) {
-                        out.append(',');
-                    }
-                    first = false;
-                    string(out, String.valueOf(e.getKey()));
-                    out.append(':');
-                    write(out, e.getValue());
-                }
-                out.append('}');
-            } else if (value instanceof Collection) {
-                out.append('[');
-                boolean first = true;
-                for (Object item : (Collection<?>) value) {
-                    if (!first) {
-                        out.append(',');
-                    }
-                    first = false;
-                    write(out, item);
-                }
-                out.append(']');
-            } else {
-                string(out, value.toString());
-            }
-        }
-
-        private static void string(StringBuilder out, String s) {
-            out.append('"');
-            for (int i = 0; i < s.length(); i++) {
-                char c = s.charAt(i);
-                if (c == '"' || c == '\\') {
-                    out.append('\\').append(c);
-                } else if (c < 0x20) {
-                    out.append(String.format("\\u%04x", (int) c));
-                } else {
-                    out.append(c);
-                }
-            }
-            out.append('"');
         }
     }
 }
