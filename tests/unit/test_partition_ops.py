@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
 from pathlib import Path
 
@@ -278,9 +277,12 @@ def test_local_controller_fences_brokers_whose_heartbeats_stop(tmp_path: Path) -
         epochs = {n: await controller.register_broker(n, f"i{n}", endpoint(n), None) for n in (1, 2)}
         for n in (1, 2):
             await controller.heartbeat(n, epochs[n])
-        await asyncio.sleep(0.15)
+        # Ten seconds of silence against a 5 s session, set rather than slept (no timing margin
+        # for a loaded machine to eat).
+        controller.last_heartbeat[1] -= 10
+        controller.last_heartbeat[2] -= 10
         await controller.heartbeat(2, epochs[2])
-        assert await controller.fence_expired(100) == [1]
+        assert await controller.fence_expired(5000) == [1]
         assert controller.image.brokers[1].fenced and not controller.image.brokers[2].fenced
 
     asyncio.run(scenario())
@@ -294,11 +296,12 @@ def test_a_blocked_event_loop_is_not_counted_as_silence(tmp_path: Path) -> None:
         controller.replay()
         epoch = await controller.register_broker(1, "i1", endpoint(1), None)
         await controller.heartbeat(1, epoch)
-        time.sleep(0.15)  # blocks the loop, as a long synchronous image apply does
-        controller.excuse_stall(0.15)
-        assert await controller.fence_expired(100) == []
-        await asyncio.sleep(0.15)
-        assert await controller.fence_expired(100) == [1]
+        # A ten-second stall (set back rather than slept) against a 5 s session.
+        controller.last_heartbeat[1] -= 10
+        controller.excuse_stall(10)
+        assert await controller.fence_expired(5000) == []
+        controller.last_heartbeat[1] -= 6  # then silence beyond the stall
+        assert await controller.fence_expired(5000) == [1]
 
     asyncio.run(scenario())
 
@@ -311,10 +314,12 @@ def test_a_heartbeat_waiting_behind_a_slow_decision_still_counts(tmp_path: Path)
         controller.replay()
         epoch = await controller.register_broker(1, "i1", endpoint(1), None)
         await controller.heartbeat(1, epoch)
-        await asyncio.sleep(0.15)
+        # Silent for 10 s against a 5 s session, set rather than slept: with real sleeps close to
+        # the timeout, a loaded machine's scheduling delay alone expired the new heartbeat too.
+        controller.last_heartbeat[1] -= 10
         async with controller._lock:
             beat = asyncio.create_task(controller.heartbeat(1, epoch))
-            expiry = asyncio.create_task(controller.fence_expired(100))
+            expiry = asyncio.create_task(controller.fence_expired(5000))
             await asyncio.sleep(0.05)
         assert await expiry == []
         assert (await beat).error == ErrorCode.NONE
