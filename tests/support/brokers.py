@@ -39,6 +39,16 @@ RIVERLOG_ONLY_KEYS = frozenset({"metrics.port", "min.incremental.fetch.session.e
 
 DEFAULT_START_TIMEOUT = 30.0
 
+# The single-node settings bench/kafka_dist.py gives a Kafka broker that change what a test
+# waits for, given to a Riverlog broker too, so one test sees the same broker on both targets:
+# no 3 s delay before a new group's first rebalance, three partitions (not fifty) per internal
+# topic. A test's own overrides still win.
+SINGLE_NODE_TEST_SETTINGS = {
+    "group.initial.rebalance.delay.ms": "0",
+    "offsets.topic.num.partitions": "3",
+    "transaction.state.log.num.partitions": "3",
+}
+
 
 class BrokerStartError(RuntimeError):
     """The broker did not become ready; the message carries the tail of its log."""
@@ -190,6 +200,7 @@ class BrokerProcess(SignalledProcess):
             "node.id": str(self.node_id),
             "log.dirs": str(self.data_dir),
             "metrics.port": str(self.metrics_port),
+            **SINGLE_NODE_TEST_SETTINGS,
             **self.overrides,
         }
         cmd = [sys.executable, "-m", "riverlog", "broker"]
