@@ -45,7 +45,7 @@ from riverlog.protocol.errors import ErrorCode
 from riverlog.security.acl import AclBinding as RiverlogAclBinding
 from support.brokers import BrokerProcess
 from support.client_security import ClientSecurity
-from support.java_tools import JavaTools
+from support.java_tools import JavaTools, ToolResult
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600),
               pytest.mark.filterwarnings("ignore:(read|open)_text is deprecated:DeprecationWarning")]
@@ -358,6 +358,32 @@ def test_configs_need_describe_configs_and_alter_configs(secured: Secured) -> No
     with pytest.raises(KafkaException) as cluster:
         admin.describe_configs([broker])[broker].result(TIMEOUT)
     assert code_of(cluster.value) == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+
+
+def test_group_configs_need_describe_configs_and_alter_configs_on_the_group(
+        secured: Secured, java_tools: JavaTools, tmp_path: Path) -> None:
+    # kafka-configs.sh --entity-type groups (config resource GROUP): carol may describe the
+    # configs of gc-carol but not alter them, and may do neither on gc-other.
+    secured.grant(acl(ResourceType.GROUP, "gc-carol", "carol", AclOperation.DESCRIBE_CONFIGS))
+    common = ("--command-config", str(secured.security("carol").write_java_properties(tmp_path / "carol.properties")))
+
+    def configs(group: str, *args: str) -> ToolResult:
+        return java_tools.configs(secured.bootstrap, *common, "--entity-type", "groups", "--entity-name", group,
+                                  *args, check=False)
+
+    described = configs("gc-carol", "--describe")
+    assert described.returncode == 0, described.describe()
+    altered = configs("gc-carol", "--alter", "--add-config", "consumer.session.timeout.ms=50000")
+    assert altered.returncode != 0 and "GroupAuthorizationException" in altered.stdout + altered.stderr, \
+        altered.describe()
+    hidden = configs("gc-other", "--describe")
+    assert hidden.returncode != 0 and "GroupAuthorizationException" in hidden.stdout + hidden.stderr, \
+        hidden.describe()
+    # Nothing was stored by the refused change: the super user sees no override.
+    admin_config = secured.security("admin").write_java_properties(tmp_path / "admin.properties")
+    as_admin = java_tools.configs(secured.bootstrap, "--command-config", str(admin_config), "--entity-type",
+                                  "groups", "--entity-name", "gc-carol", "--describe")
+    assert "consumer.session.timeout.ms=50000" not in as_admin.stdout, as_admin.describe()
 
 
 # --- groups and offsets ------------------------------------------------------------------------

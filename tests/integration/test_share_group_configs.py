@@ -6,6 +6,7 @@ Records are produced before the share group exists; ``share.auto.offset.reset=ea
 receives the earlier records (a share group starts at the log end otherwise) and a record released
 every time is archived after two deliveries (the broker's limit is 5). Describing the group's
 configs shows the overrides; bad values and unknown names are refused with INVALID_CONFIG.
+Deleting a group leaves its configs in place, on both.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from support.brokers import BrokerProcess
 from support.java_programs import JavaPrograms
@@ -92,3 +94,24 @@ def test_group_configs_set_with_kafka_configs_drive_a_share_consumer(
     after = java_tools.configs(share_broker.bootstrap, "--entity-type", "groups", "--entity-name", GROUP,
                                "--describe").stdout
     assert "share.delivery.count.limit" not in after and "share.auto.offset.reset=earliest" in after, after
+
+
+
+def test_deleting_a_group_keeps_its_configs(share_broker: BrokerProcess, java_tools: JavaTools) -> None:
+    # Group configs are cluster metadata, not group state: Kafka 4.3.1 keeps them when the group
+    # is deleted (a group of that name made again gets them), and so does Riverlog.
+    doomed = "doomed-group"
+    admin = AdminClient({"bootstrap.servers": share_broker.bootstrap})
+    admin.create_topics([NewTopic("doomed-topic", 1, 1)])["doomed-topic"].result(15)
+    added = java_tools.configs(share_broker.bootstrap, "--entity-type", "groups", "--entity-name", doomed,
+                               "--alter", "--add-config", "consumer.session.timeout.ms=50000", check=False)
+    assert added.returncode == 0, added.describe()
+    consumer = Consumer({"bootstrap.servers": share_broker.bootstrap, "group.id": doomed,
+                         "enable.auto.commit": False})
+    consumer.commit(offsets=[TopicPartition("doomed-topic", 0, 0)], asynchronous=False)
+    consumer.close()
+    admin.delete_consumer_groups([doomed])[doomed].result(15)
+    assert doomed not in {g.group_id for g in admin.list_consumer_groups().result(15).valid}
+    described = java_tools.configs(share_broker.bootstrap, "--entity-type", "groups", "--entity-name", doomed,
+                                   "--describe").stdout
+    assert "consumer.session.timeout.ms=50000" in described, described
