@@ -88,10 +88,10 @@ typecheck: deps
 
 # Two pytest runs: every tier but integration one test at a time, then the integration tier with
 # its modules on two workers (--dist loadfile keeps a module's shared broker on one worker). The
-# integration tests mostly wait on brokers and clients (under half a core each), so two at a time
-# took its 263 tests from 16.5 to 9 minutes on two cores; the cluster tier's fuzz and fault runs
-# and the k8s and e2e tiers' settle checks stay alone. Both runs always run; the first failing
-# exit code is make's (5, "no tests", included).
+# integration tests mostly wait on brokers and clients, so two at a time took the tier from 16.5
+# to 9 minutes on two cores; the cluster tier's fuzz and fault runs and the k8s and e2e tiers'
+# settle checks stay alone. Both runs always run; the recipe fails with the first failing pytest
+# exit code (5, "no tests", included), so make fails.
 test: deps system-deps java-deps avro-deps k8s-deps spark-deps lint typecheck
 	@serial=0; parallel=0; \
 	$(BIN)/python -m pytest --durations=40 -m "not integration" $(PYTEST_ARGS) || serial=$$?; \

@@ -36,9 +36,13 @@ def share_broker(broker_factory: Callable[..., BrokerProcess]) -> BrokerProcess:
                                      "group.share.max.record.lock.duration.ms": 60000})
 
 
+def group_configs(tools: JavaTools, broker: BrokerProcess, *args: str, group: str = GROUP) -> Any:
+    """kafka-configs.sh on one group's configs (--describe, or --alter with its options)."""
+    return tools.configs(broker.bootstrap, "--entity-type", "groups", "--entity-name", group, *args, check=False)
+
+
 def alter(tools: JavaTools, broker: BrokerProcess, *args: str) -> Any:
-    return tools.configs(broker.bootstrap, "--entity-type", "groups", "--entity-name", GROUP, "--alter", *args,
-                         check=False)
+    return group_configs(tools, broker, "--alter", *args)
 
 
 def test_group_configs_set_with_kafka_configs_drive_a_share_consumer(
@@ -61,8 +65,7 @@ def test_group_configs_set_with_kafka_configs_drive_a_share_consumer(
     ok = alter(java_tools, share_broker, "--add-config",
                "share.auto.offset.reset=earliest,share.delivery.count.limit=2")
     assert ok.returncode == 0, ok.describe()
-    described = java_tools.configs(share_broker.bootstrap, "--entity-type", "groups", "--entity-name", GROUP,
-                                   "--describe").stdout
+    described = group_configs(java_tools, share_broker, "--describe").stdout
     assert "share.auto.offset.reset=earliest" in described, described
     assert "share.delivery.count.limit=2" in described, described
     # Nothing refused was stored.
@@ -91,10 +94,8 @@ def test_group_configs_set_with_kafka_configs_drive_a_share_consumer(
     # Deleting the override brings the default back.
     deleted = alter(java_tools, share_broker, "--delete-config", "share.delivery.count.limit")
     assert deleted.returncode == 0, deleted.describe()
-    after = java_tools.configs(share_broker.bootstrap, "--entity-type", "groups", "--entity-name", GROUP,
-                               "--describe").stdout
+    after = group_configs(java_tools, share_broker, "--describe").stdout
     assert "share.delivery.count.limit" not in after and "share.auto.offset.reset=earliest" in after, after
-
 
 
 def test_deleting_a_group_keeps_its_configs(share_broker: BrokerProcess, java_tools: JavaTools) -> None:
@@ -103,8 +104,8 @@ def test_deleting_a_group_keeps_its_configs(share_broker: BrokerProcess, java_to
     doomed = "doomed-group"
     admin = AdminClient({"bootstrap.servers": share_broker.bootstrap})
     admin.create_topics([NewTopic("doomed-topic", 1, 1)])["doomed-topic"].result(15)
-    added = java_tools.configs(share_broker.bootstrap, "--entity-type", "groups", "--entity-name", doomed,
-                               "--alter", "--add-config", "consumer.session.timeout.ms=50000", check=False)
+    added = group_configs(java_tools, share_broker, "--alter", "--add-config", "consumer.session.timeout.ms=50000",
+                          group=doomed)
     assert added.returncode == 0, added.describe()
     consumer = Consumer({"bootstrap.servers": share_broker.bootstrap, "group.id": doomed,
                          "enable.auto.commit": False})
@@ -112,6 +113,5 @@ def test_deleting_a_group_keeps_its_configs(share_broker: BrokerProcess, java_to
     consumer.close()
     admin.delete_consumer_groups([doomed])[doomed].result(15)
     assert doomed not in {g.group_id for g in admin.list_consumer_groups().result(15).valid}
-    described = java_tools.configs(share_broker.bootstrap, "--entity-type", "groups", "--entity-name", doomed,
-                                   "--describe").stdout
+    described = group_configs(java_tools, share_broker, "--describe", group=doomed).stdout
     assert "consumer.session.timeout.ms=50000" in described, described
