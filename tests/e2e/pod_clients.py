@@ -6,8 +6,9 @@ than sharing files with it (the same scripts work on a kind cluster through ``ku
 
 - ``LOAD``: an idempotent acks=all producer at a steady rate until SIGTERM (or its time is up);
   every second it prints the partition layout it sees (leaders, replicas, ISR of every topic);
-  then it reads the whole topic back and reports acknowledged records missing, duplicated, out of
-  order or changed.
+  then it reads the whole topic back to its end (librdkafka's EOF event, or its position at the
+  end the leader reports) and reports acknowledged records missing, duplicated, out of order or
+  changed, and where it was stuck if it never got to the end.
 - ``LAYOUT``: prints the layout until every partition of the topic has a full ISR led by its
   preferred (first) replica, or its time is up; and the list of topics.
 
@@ -21,6 +22,7 @@ import json
 import os
 import sys
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -99,16 +101,42 @@ consumer = Consumer({**CONF, "bootstrap.servers": bootstrap, "group.id": "verify
 ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in md.partitions}
 consumer.assign([TopicPartition(topic, p, 0) for p in ends])
 log, done = {p: {} for p in ends}, {p for p, end in ends.items() if end == 0}
+read_errors, eof_missing = [], {}
+
+def reached_end(p):
+    # The end by position: librdkafka's EOF event is the usual sign, but it is only raised by a
+    # fetch answer whose end offset equals the position; this asks the leader for the end now.
+    tp = TopicPartition(topic, p)
+    position = consumer.position([tp])[0].offset
+    try:
+        low, high = consumer.get_watermark_offsets(tp, timeout=10)
+    except Exception as exc:
+        return {"position": position, "watermarks_now": str(exc), "last_read": max(log[p], default=None)}
+    return {"position": position, "end_at_start": ends[p], "watermarks_now": [low, high],
+            "last_read": max(log[p], default=None), "at_end": position >= high >= ends[p]}
+
 deadline = time.monotonic() + 120
+next_check = time.monotonic() + 15
 while len(done) < len(ends) and time.monotonic() < deadline:
     msg = consumer.poll(1.0)
+    if time.monotonic() >= next_check:
+        next_check += 5
+        for p in set(ends) - done:
+            seen = reached_end(p)
+            if seen.get("at_end"):
+                done.add(p)
+                eof_missing[p] = seen  # read to the end, but no EOF event said so
     if msg is None:
         continue
     if msg.error():
         if msg.error().code() == -191:  # partition EOF
             done.add(msg.partition())
+        elif len(read_errors) < 20:
+            read_errors.append(f"{msg.partition()}: {msg.error()}")
         continue
     log[msg.partition()][msg.offset()] = msg.value().decode(errors="replace")
+# Why a partition never reached its end: where the consumer is and where the end is now.
+stuck = {p: reached_end(p) for p in sorted(set(ends) - done)}
 consumer.close()
 ours = [(p, o, v) for p, recs in log.items() for o, v in recs.items() if v.startswith(run + "-")]
 counts = {}
@@ -120,7 +148,9 @@ for p, recs in log.items():
     seqs = [int(v.split("-", 1)[1]) for o, v in sorted(recs.items()) if v.startswith(run + "-")]
     out_of_order += sum(1 for a, b in zip(seqs, seqs[1:]) if b <= a)
 say("RESULT", {"run": run, "acked": len(acked), "errors": errors[:5], "unflushed": unflushed,
-               "read_all": len(done) == len(ends), "missing": len(missing), "missing_sample": missing[:5],
+               "read_all": len(done) == len(ends), "stuck": stuck, "read_errors": read_errors,
+               "eof_missing": eof_missing,
+               "missing": len(missing), "missing_sample": missing[:5],
                "duplicates": sum(1 for c in counts.values() if c > 1), "out_of_order": out_of_order})
 """
 
@@ -243,8 +273,14 @@ def clean_result(result: dict[str, Any] | None) -> list[str]:
             problems.append(f"{key}: {result[key]}")
     if result["errors"]:
         problems.append(f"delivery errors: {result['errors']}")
+    if result.get("eof_missing"):
+        # Read to the end by position while librdkafka never said EOF: not a lost record, but not
+        # seen in healthy runs either; a warning in the summary keeps it visible until explained.
+        warnings.warn(f"LOAD read-back reached the end without an EOF event: {result['eof_missing']}",
+                      stacklevel=2)
     if not result["read_all"]:
-        problems.append("could not read the topic back to its end")
+        problems.append(f"could not read the topic back to its end: {result.get('stuck')}, "
+                        f"errors {result.get('read_errors')}")
     return problems
 
 
