@@ -11,10 +11,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from riverlog.coordinator.config import GroupConfig
+from riverlog.coordinator.consumer_records import TopicMetadata
 from riverlog.coordinator.effects import AfterWrite, Result
 from riverlog.coordinator.membership import JoinRequest, LeavingMember, SyncRequest
 from riverlog.coordinator.offset_ops import CommitPartition, CommitRequest, TxnCommitRequest
-from riverlog.coordinator.records import CoordinatorRecord
+from riverlog.coordinator.records import CoordinatorRecord, decode, encode
 from riverlog.coordinator.shard import GroupShard
 from riverlog.protocol.errors import ErrorCode
 
@@ -45,6 +46,21 @@ class Harness:
         self.held: list[tuple[list[CoordinatorRecord], list[AfterWrite]]] = []
         self._token = 0
         self._apply(self.shard.on_loaded(self.now))
+
+    def reloaded(self, topics: dict[str, TopicMetadata] | None = None) -> Harness:
+        """A new coordinator replaying everything this one wrote (through the byte format), as
+        after a coordinator move; ``topics`` the cluster's topics it sees when it loads."""
+        fresh = Harness.__new__(Harness)
+        fresh.config, fresh.now, fresh.hold_writes = self.config, self.now + 1000, False
+        fresh.shard = GroupShard(0, self.config)
+        fresh.replies, fresh.written, fresh.txn_written, fresh.held, fresh._token = {}, [], [], [], 0
+        if topics is not None:
+            fresh.shard.set_topics(topics)
+        for record in self.written:
+            key, value = encode(record)
+            fresh.shard.replay(decode(key, value))
+        fresh._apply(fresh.shard.on_loaded(fresh.now))
+        return fresh
 
     # plumbing ----------------------------------------------------------------------------
 

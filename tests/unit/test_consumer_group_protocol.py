@@ -17,6 +17,7 @@ from riverlog.coordinator.consumer_group import ConsumerGroupState, MemberState
 from riverlog.coordinator.consumer_membership import HeartbeatRequest
 from riverlog.coordinator.consumer_records import Assignment, TopicMetadata
 from riverlog.coordinator.membership import JoinRequest
+from riverlog.coordinator.metadata_hash import topics_hash
 from riverlog.coordinator.shard import GroupShard
 from riverlog.protocol.errors import ErrorCode
 from support.group_harness import Harness, subscription
@@ -246,6 +247,8 @@ def test_loading_the_records_rebuilds_the_group() -> None:
                                                                          before.target)
     assert after.members == before.members and after.owners == before.owners
     assert after.subscription_metadata == before.subscription_metadata
+    # The epoch record carries the hash of the metadata it was bumped for (KIP-1101).
+    assert after.metadata_hash == before.metadata_hash == topics_hash([ORDERS]) != 0
 
 
 def test_describe_and_list() -> None:

@@ -7,8 +7,8 @@ import pytest
 from riverlog.coordinator.config import GroupConfig
 from riverlog.coordinator.group import GroupState
 from riverlog.coordinator.membership import LeavingMember
-from riverlog.coordinator.records import GroupMetadataKey, OffsetCommitKey, decode, encode
-from riverlog.coordinator.shard import GROUP_AUTHORIZED_OPERATIONS, GroupShard
+from riverlog.coordinator.records import GroupMetadataKey, OffsetCommitKey
+from riverlog.coordinator.shard import GROUP_AUTHORIZED_OPERATIONS
 from riverlog.protocol.errors import ErrorCode
 from support.group_harness import Harness, subscription
 
@@ -275,25 +275,12 @@ def test_offsets_of_deleted_topics_are_removed() -> None:
 # Rebuilding from the log -------------------------------------------------------------------
 
 
-def _reload(h: Harness) -> Harness:
-    """A new coordinator replaying everything the old one wrote (through the byte format)."""
-    fresh = Harness.__new__(Harness)
-    fresh.config, fresh.now, fresh.hold_writes = h.config, h.now + 1000, False
-    fresh.shard = GroupShard(0, h.config)
-    fresh.replies, fresh.written, fresh.held, fresh._token = {}, [], [], 0
-    for record in h.written:
-        key, value = encode(record)
-        fresh.shard.replay(decode(key, value))
-    fresh._apply(fresh.shard.on_loaded(fresh.now))
-    return fresh
-
-
 def test_reload_rebuilds_stable_groups_and_offsets() -> None:
     h = Harness()
     leader, follower = h.stable_group(2, instances=[None, "i-2"], protocols=(("range", subscription("t")),))
     h.commit({("t", 0): 42}, generation=1, member_id=follower, instance="i-2")
     h.commit({("x", 3): 7}, group="simple")
-    r = _reload(h)
+    r = h.reloaded()
     group = r.group()
     assert group.state is GroupState.STABLE and group.generation_id == 1 and group.leader_id == leader
     assert group.protocol_name == "range" and group.subscribed_topics == {"t"}
@@ -314,7 +301,7 @@ def test_reload_honours_tombstones() -> None:
     h.leave(LeavingMember(member))
     h.commit({("t", 0): 1}, group="doomed")
     h.run(h.shard.delete_groups, ["doomed"])
-    r = _reload(h)
+    r = h.reloaded()
     assert r.group().state is GroupState.EMPTY and r.group().generation_id == 2
     assert "doomed" not in r.shard.groups
     assert r.fetch({"t": [0]}, group="doomed") == {("t", 0): -1}

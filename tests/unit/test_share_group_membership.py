@@ -191,3 +191,32 @@ def test_records_round_trip_through_the_log_format_and_loading_rebuilds_the_grou
                                                                          before.target)
     assert after.members == before.members
     assert after.state_topics == before.state_topics == {QUEUE.topic_id: ("queue", 2)}
+
+
+def test_a_coordinator_move_keeps_the_epoch_when_the_topics_did_not_change() -> None:
+    # KIP-1101: the epoch record carries a hash of the subscribed topics' metadata, so the new
+    # coordinator sees nothing changed and the members keep their epoch and partitions.
+    h = harness(QUEUE)
+    a, b = ShareClient(h, "a"), ShareClient(h, "b")
+    settle(a, b)
+    epoch, assigned = a.epoch, (a.assigned, b.assigned)
+    assert h.shard.share_groups["g"].metadata_hash != 0
+    moved = h.reloaded({QUEUE.name: QUEUE})
+    a.h = b.h = moved
+    settle(a, b)
+    assert (a.epoch, b.epoch) == (epoch, epoch)
+    assert (a.assigned, b.assigned) == assigned
+    assert moved.shard.share_groups["g"].group_epoch == epoch
+
+
+def test_partitions_added_while_the_group_moved_bump_the_epoch_at_the_next_heartbeat() -> None:
+    h = harness(QUEUE)
+    a = ShareClient(h, "a")
+    settle(a)
+    epoch = a.epoch
+    grown = TopicMetadata(QUEUE.topic_id, QUEUE.name, 4)
+    moved = h.reloaded({grown.name: grown})
+    a.h = moved
+    settle(a)
+    assert a.epoch == epoch + 1
+    assert a.assigned == {QUEUE.topic_id: [0, 1, 2, 3]}

@@ -127,7 +127,9 @@ class ConsumerGroup:
     owners: dict[tuple[uuid.UUID, int], tuple[str, int]] = field(default_factory=dict)
     # The subscribed topics' metadata as of the last group epoch bump (by topic name).
     subscription_metadata: dict[str, TopicMetadata] = field(default_factory=dict)
-    metadata_hash: int = 0  # carried from Kafka 4.1+ records, not computed
+    # KIP-1101's hash of ``subscription_metadata``, written with each epoch; the comparison that
+    # bumps the epoch is of the metadata itself, kept in its own record (Kafka 4.0's way).
+    metadata_hash: int = 0
     dead: bool = False
 
     @property

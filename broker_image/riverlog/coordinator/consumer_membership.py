@@ -54,6 +54,7 @@ from .consumer_records import (
 )
 from .effects import Body
 from .group import ClassicGroup
+from .metadata_hash import topics_hash
 from .records import CoordinatorRecord
 from .state import ShardState, log
 from .topic_regex import matching_topics
@@ -183,7 +184,7 @@ class ConsumerMembership(ShardState):
         self._apply(records)
         if bump:
             self._apply([CoordinatorRecord(ConsumerGroupKey(GROUP_METADATA, group_id),
-                                           GroupEpochValue(group.group_epoch + 1, group.metadata_hash))])
+                                           GroupEpochValue(group.group_epoch + 1, topics_hash(metadata.values())))])
             log.info("consumer group %s: epoch %d", group_id, group.group_epoch)
         if group.group_epoch > group.assignment_epoch:
             self._compute_target(group)
@@ -331,7 +332,7 @@ class ConsumerMembership(ShardState):
         if metadata != group.subscription_metadata:
             extra.append(_partition_metadata_record(group.group_id, metadata))
         extra.append(CoordinatorRecord(ConsumerGroupKey(GROUP_METADATA, group.group_id),
-                                       GroupEpochValue(group.group_epoch + 1, group.metadata_hash)))
+                                       GroupEpochValue(group.group_epoch + 1, topics_hash(metadata.values()))))
         self._apply(extra)
         for member_id in member_ids:
             self._cancel_member_timers(group.group_id, member_id)

@@ -55,8 +55,8 @@ class ShareGroup:
     metadata_hash: int = 0
     members: dict[str, ShareMember] = field(default_factory=dict)
     target: dict[str, Assignment] = field(default_factory=dict)
-    # The subscribed topics as of the last epoch bump (name -> metadata): a difference from the
-    # cluster's current topics bumps the epoch again. Not persisted (Kafka keeps a hash).
+    # The subscribed topics' metadata as of the latest heartbeat (name -> metadata), what the
+    # assignor works from; whether it changed is decided by ``metadata_hash`` (persisted).
     subscribed_topics: dict[str, TopicMetadata] = field(default_factory=dict)
     # Topics ever assigned here (topic id -> (name, partition count)): those whose share state
     # the group may have, deleted with it (record type 15).

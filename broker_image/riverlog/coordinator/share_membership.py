@@ -22,6 +22,7 @@ from dataclasses import replace
 from ..protocol.errors import ErrorCode
 from .consumer_records import Assignment, TopicMetadata
 from .effects import Body
+from .metadata_hash import topics_hash
 from .records import CoordinatorRecord
 from .share_group import LEAVE_EPOCH, SIMPLE_ASSIGNOR, ShareGroup, ShareMember, simple_assign
 from .share_records import (
@@ -109,13 +110,15 @@ class ShareMembership(ShardState):
             records.append(_member_metadata_record(group_id, updated))
         bump = is_new or updated.subscribed_topic_names != member.subscribed_topic_names
         others = [m for m in group.members.values() if m.member_id != member_id]
-        subscribed = self._share_subscribed_topics([*others, updated])
-        if subscribed != group.subscribed_topics:
-            group.subscribed_topics = subscribed
+        group.subscribed_topics = self._share_subscribed_topics([*others, updated])
+        # KIP-1101: the epoch record keeps a hash of the subscribed topics' metadata, so a change
+        # made while the group was loading on another coordinator is noticed, and no change is
+        # not taken for one.
+        metadata_hash = topics_hash(group.subscribed_topics.values())
+        if bump or metadata_hash != group.metadata_hash:
             bump = True
-        if bump:
             records.append(CoordinatorRecord(ShareGroupKey(SHARE_GROUP_METADATA, group_id),
-                                             ShareGroupEpochValue(group.group_epoch + 1, group.metadata_hash)))
+                                             ShareGroupEpochValue(group.group_epoch + 1, metadata_hash)))
         self._apply_share(records)
         if bump:
             log.info("share group %s: epoch %d", group_id, group.group_epoch)
@@ -168,7 +171,8 @@ class ShareMembership(ShardState):
         self._apply_share(records)
         group.subscribed_topics = self._share_subscribed_topics(list(group.members.values()))
         self._apply_share([CoordinatorRecord(ShareGroupKey(SHARE_GROUP_METADATA, group.group_id),
-                                             ShareGroupEpochValue(group.group_epoch + 1, group.metadata_hash))])
+                                             ShareGroupEpochValue(group.group_epoch + 1,
+                                                                  topics_hash(group.subscribed_topics.values())))])
         self.timers.cancel(self._share_session_key(group.group_id, member_id))
         log.info("share group %s: member %s %s; epoch %d", group.group_id, member_id, why, group.group_epoch)
 
