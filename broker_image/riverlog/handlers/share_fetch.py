@@ -2,10 +2,10 @@
 partition leaders (KIP-932).
 
 Per partition the leader keeps a share-partition (``share/partition.py``): ShareFetch releases the
-locks that expired, applies the acknowledgements riding on the request, then acquires records for
-the member -- it reads the log from the lowest acquirable offset, and acquires only offsets the
-read covers (whole batches; the walk over their headers gives the covered end), up to the
-request's ``MaxRecords``. The records go back as the batches read up to the one holding the last
+locks that expired, applies the acknowledgements riding on the request (their state writes run
+while the fetch does, and the answer waits for both), then acquires records for the member -- it
+reads the log from the lowest acquirable offset, and acquires only offsets the read covers (whole
+batches; the walk over their headers gives the covered end), up to the request's ``MaxRecords``. The records go back as the batches read up to the one holding the last
 acquired offset, with the acquired ranges and their delivery counts: the client keeps only
 records inside those ranges and acknowledges gaps.
 With nothing to acquire the request waits up to ``MaxWaitMs`` for data or released records.
@@ -23,6 +23,7 @@ import asyncio
 import os
 import struct
 import uuid
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -31,8 +32,14 @@ from ..group_config import GROUP_RESOURCE, share_read_committed, share_reset
 from ..protocol.errors import ErrorCode, KafkaError
 from ..protocol.file_region import FileRegion
 from ..server.dispatch import RequestContext
-from ..share.manager import Start, share_settings
-from ..share.partition import AcknowledgementBatch, InvalidAcknowledgement, InvalidRecordState, ShareSettings
+from ..share.manager import ShareKey, Start, share_settings
+from ..share.partition import (
+    AcknowledgementBatch,
+    AcknowledgementUndo,
+    InvalidAcknowledgement,
+    InvalidRecordState,
+    ShareSettings,
+)
 from ..share.sessions import FINAL_EPOCH, INITIAL_EPOCH, SharePartitionKey, ShareSessionError
 from ..storage.txn_index import AbortedTxn
 from .authorize import Operation, on_group, on_topic
@@ -140,24 +147,34 @@ def _resolve(broker: BrokerHost, topic_id: uuid.UUID, index: int) -> tuple[Parti
     return p, ErrorCode.NONE
 
 
-async def _acknowledge(broker: BrokerHost, group_id: str, member_id: str, topic_id: uuid.UUID, index: int,
-                       batches: list[AcknowledgementBatch], now: int) -> ErrorCode:
-    """Apply a member's acknowledgements and write the share-partition's state durably: an
-    accepted record must not be delivered again after a leader change."""
+def _acknowledge(broker: BrokerHost, group_id: str, member_id: str, topic_id: uuid.UUID, index: int,
+                 batches: list[AcknowledgementBatch], now: int) -> Coroutine[Any, Any, ErrorCode]:
+    """Apply a member's acknowledgements now, and return the durable write of the share-partition's
+    state to await (an accepted record must not be delivered again after a leader change). Applied
+    before the request's fetch, so records it releases can be acquired again by that fetch; written
+    while the fetch runs, so a member's poll waits for the longer of the two, not for both."""
     p, code = _resolve(broker, topic_id, index)
     if p is None:
-        return code
+        return _answer(code)
     key = (group_id, topic_id, index)
     part = broker.share_partitions.get(key, p.leader_epoch)
     if part is None:
-        return ErrorCode.INVALID_RECORD_STATE
+        return _answer(ErrorCode.INVALID_RECORD_STATE)
     part.expire_locks(now)
     try:
         undo = part.acknowledge(member_id, batches, now)
     except InvalidRecordState:
-        return ErrorCode.INVALID_RECORD_STATE
+        return _answer(ErrorCode.INVALID_RECORD_STATE)
     except InvalidAcknowledgement:
-        return ErrorCode.INVALID_REQUEST
+        return _answer(ErrorCode.INVALID_REQUEST)
+    return _persisted(broker, key, undo)
+
+
+async def _answer(code: ErrorCode) -> ErrorCode:
+    return code
+
+
+async def _persisted(broker: BrokerHost, key: ShareKey, undo: AcknowledgementUndo) -> ErrorCode:
     return persister_error(await broker.share_partitions.persist(key, undo))
 
 
@@ -230,16 +247,20 @@ async def handle_share_fetch(broker: BrokerHost, ctx: RequestContext, req: Body)
                             "current_leader": _leader(broker, p), "records": b"", "acquired_records": []}
         return answers[key]
 
+    writes: dict[SharePartitionKey, asyncio.Task[ErrorCode]] = {}
     for key, batches in acks.items():
-        topic_id = key[0]
-        code = ErrorCode.TOPIC_AUTHORIZATION_FAILED if topic_id in denied else \
-            await _acknowledge(broker, group_id, member_id, topic_id, key[1], batches, now)
-        answer(key)["acknowledge_error_code"] = code
+        if key[0] in denied:
+            answer(key)["acknowledge_error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        else:
+            writes[key] = asyncio.ensure_future(_acknowledge(broker, group_id, member_id, key[0], key[1], batches,
+                                                             now))
     if epoch == FINAL_EPOCH:
         sessions.close(group_id, member_id)
         broker.share_partitions.release_member(group_id, member_id, now_ms())
     else:
         await _fetch(broker, req, group_id, member_id, session_partitions, denied, answer)
+    for key, write in writes.items():
+        answer(key)["acknowledge_error_code"] = await write
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
             "acquisition_lock_timeout_ms": lock_ms, "responses": _by_topic(answers),
             "node_endpoints": []}
@@ -367,17 +388,19 @@ async def handle_share_acknowledge(broker: BrokerHost, ctx: RequestContext, req:
             return _top_error(exc.code, exc.message)
     denied = _denied_topics(broker, ctx, {t["topic_id"] for t in req["topics"]})
     now = now_ms()
-    responses = []
-    for t in req["topics"]:
-        parts = []
-        for ap in t["partitions"]:
-            index = ap["partition_index"]
-            code = ErrorCode.TOPIC_AUTHORIZATION_FAILED if t["topic_id"] in denied else await _acknowledge(
-                broker, group_id, member_id, t["topic_id"], index, _batches(ap["acknowledgement_batches"]), now)
-            p, _ = _resolve(broker, t["topic_id"], index)
-            parts.append({"partition_index": index, "error_code": code, "error_message": None,
-                          "current_leader": _leader(broker, p)})
-        responses.append({"topic_id": t["topic_id"], "partitions": parts})
+    # Every partition's acknowledgements applied in order, their state writes awaited together.
+    writes = [(t["topic_id"], ap["partition_index"], _answer(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+               if t["topic_id"] in denied else
+               _acknowledge(broker, group_id, member_id, t["topic_id"], ap["partition_index"],
+                            _batches(ap["acknowledgement_batches"]), now))
+              for t in req["topics"] for ap in t["partitions"]]
+    codes = await asyncio.gather(*(write for _, _, write in writes))
+    by_topic: dict[uuid.UUID, list[Body]] = {}
+    for (topic_id, index, _), code in zip(writes, codes, strict=True):
+        p, _ = _resolve(broker, topic_id, index)
+        by_topic.setdefault(topic_id, []).append({"partition_index": index, "error_code": code, "error_message": None,
+                                                  "current_leader": _leader(broker, p)})
+    responses = [{"topic_id": topic_id, "partitions": parts} for topic_id, parts in by_topic.items()]
     if epoch == FINAL_EPOCH:
         broker.share_sessions.close(group_id, member_id)
         broker.share_partitions.release_member(group_id, member_id, now_ms())

@@ -8,10 +8,11 @@ their delivery counts); one never written starts where the group's ``share.auto.
 says, and that start is written at once, so a leader change does not move it. The group's
 share-partition settings (lock duration, delivery count limit, record locks: group configs over
 the broker's) are handed in at every fetch, so a changed group config applies from the next
-fetch on, as Kafka reads them when it acquires records. After acknowledgements the
-whole in-flight state is written again (one write at a time per share-partition, so the last
-write always carries the newest state); an acknowledgement whose write fails is taken back, so
-its records are delivered again once their lock lapses, as Kafka's are. A share-partition taken
+fetch on, as Kafka reads them when it acquires records. After acknowledgements the whole
+in-flight state is written again (one write at a time per share-partition, so the last write
+always carries the newest state, and the acknowledgements made during one share the next); an
+acknowledgement whose write fails is taken back, so its records are delivered again once their
+lock lapses, as Kafka's are. A share-partition taken
 up in an older leader epoch is dropped and read again: another leader may have moved it on
 meanwhile; so is one whose write was fenced, and one nobody holds records of when a share
 session opens on it (offsets altered by an admin while the group was empty take effect).
@@ -65,10 +66,23 @@ class Start:
 
 
 @dataclass
+class _WriteRound:
+    """Acknowledgements waiting for the next state write: one write carries them all."""
+
+    done: asyncio.Future[ErrorCode]
+    undos: list[AcknowledgementUndo] = field(default_factory=list)
+
+
+@dataclass
 class _Entry:
     part: SharePartition
     leader_epoch: int
-    write_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    writer: asyncio.Task[None] | None = None  # writing the rounds, while there are any
+    next_round: _WriteRound | None = None
+
+    @property
+    def writing(self) -> bool:
+        return self.writer is not None and not self.writer.done()
 
 
 class SharePartitionManager:
@@ -123,7 +137,7 @@ class SharePartitionManager:
         """A share session opens on the partition: a share-partition nobody holds records of is
         read again at its next fetch, so offsets altered meanwhile (a new state epoch) apply."""
         entry = self._entries.get(key)
-        if entry is not None and entry.part.acquired_count() == 0 and not entry.write_lock.locked():
+        if entry is not None and entry.part.acquired_count() == 0 and not entry.writing:
             del self._entries[key]
 
     def get(self, key: ShareKey, leader_epoch: int) -> SharePartition | None:
@@ -131,19 +145,41 @@ class SharePartitionManager:
         return entry.part if entry is not None and entry.leader_epoch == leader_epoch else None
 
     async def persist(self, key: ShareKey, undo: AcknowledgementUndo | None = None) -> ErrorCode:
-        """Write the share-partition's state (after acknowledgements), one write at a time. When
-        the write fails, the acknowledgement ``undo`` describes is taken back."""
+        """Write the share-partition's state (after acknowledgements); its outcome. Writes go one at
+        a time per share-partition, so the last one always carries the newest state, and the
+        acknowledgements made while one is under way share the next (group commit: members of a
+        share group acknowledging the same partition wait for one write, not one each). When a
+        write fails, the acknowledgements ``undo`` describes are taken back."""
         entry = self._entries.get(key)
         if entry is None or self.persister is None:
             return ErrorCode.NONE
-        async with entry.write_lock:
-            code = await self._write(key, entry)
-            if code != ErrorCode.NONE and undo is not None:
-                entry.part.rollback(undo)
+        round_ = entry.next_round
+        if round_ is None:
+            round_ = entry.next_round = _WriteRound(asyncio.get_running_loop().create_future())
+            if not entry.writing:
+                entry.writer = asyncio.get_running_loop().create_task(self._write_rounds(key, entry))
+        if undo is not None:
+            round_.undos.append(undo)
+        code = await asyncio.shield(round_.done)  # a member going away does not stop the others' write
         if code in (ErrorCode.FENCED_STATE_EPOCH, ErrorCode.FENCED_LEADER_EPOCH) and self._entries.get(key) is entry:
             # Altered offsets or a newer leader: what this broker holds is stale, read it again.
             del self._entries[key]
         return code
+
+    async def _write_rounds(self, key: ShareKey, entry: _Entry) -> None:
+        while entry.next_round is not None:
+            round_, entry.next_round = entry.next_round, None
+            try:
+                # The state is taken when the write starts: it holds every acknowledgement of the
+                # round (each was applied before it joined).
+                code = await self._write(key, entry)
+            except Exception:
+                log.exception("share group %s: writing the state of %s-%d failed", key[0], key[1], key[2])
+                code = ErrorCode.UNKNOWN_SERVER_ERROR
+            if code != ErrorCode.NONE:
+                for undo in reversed(round_.undos):
+                    entry.part.rollback(undo)
+            round_.done.set_result(code)
 
     async def _write(self, key: ShareKey, entry: _Entry) -> ErrorCode:
         if self.persister is None:
