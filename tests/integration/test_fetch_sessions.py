@@ -8,6 +8,7 @@ many partitions the request named and the response carried, the top-level error.
   incremental fetches that name only changed partitions; answers carry only partitions with news.
 - librdkafka 2.16 does not implement fetch sessions: it sends sessionless full fetches, which
   must be answered in full with session id 0.
+- A partition answered with an error carries no offsets (-1), as Kafka's.
 - A raw client sees the session rules: the next epoch only, an unknown id is
   FETCH_SESSION_ID_NOT_FOUND, a stale epoch INVALID_FETCH_SESSION_EPOCH, and a full fetch after
   that starts a new session (how every client recovers).
@@ -42,6 +43,8 @@ PARTITIONS = 30
 RECORDS = 600
 FETCH_SESSION_ID_NOT_FOUND = 70
 INVALID_FETCH_SESSION_EPOCH = 71
+OFFSET_OUT_OF_RANGE = 1
+UNKNOWN_LEADER_EPOCH = 75
 
 
 @dataclass
@@ -182,12 +185,13 @@ class RawClient:
         return data
 
     def fetch(self, session_id: int, epoch: int, topic_id: uuid.UUID, partitions: list[int],
-              offset: int = 0, max_bytes: int = 1 << 20) -> dict[str, Any]:
+              offset: int = 0, max_bytes: int = 1 << 20, leader_epoch: int = -1) -> dict[str, Any]:
         return self.call(fetch.REQUEST, fetch.RESPONSE, self.VERSION, {
             "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": max_bytes, "isolation_level": 0,
             "session_id": session_id, "session_epoch": epoch,
             "topics": [{"topic_id": topic_id, "partitions": [
-                {"partition": p, "current_leader_epoch": -1, "fetch_offset": offset, "last_fetched_epoch": -1,
+                {"partition": p, "current_leader_epoch": leader_epoch, "fetch_offset": offset,
+                 "last_fetched_epoch": -1,
                  "log_start_offset": -1, "partition_max_bytes": 1 << 16} for p in partitions]}] if partitions else [],
             "forgotten_topics_data": [], "rack_id": ""})
 
@@ -239,6 +243,30 @@ def test_session_ids_and_epochs_are_checked_and_a_full_fetch_starts_over(sniffed
         sessionless = client.fetch(0, -1, topic_id, list(range(PARTITIONS)))
         assert sessionless["session_id"] == 0
         assert sum(len(t["partitions"]) for t in sessionless["responses"]) == PARTITIONS
+    finally:
+        client.close()
+
+
+def test_a_partition_answered_with_an_error_carries_no_offsets(sniffed: Sniffed) -> None:
+    """Kafka answers a consumer's failed partition with high watermark, last stable offset and log
+    start all -1. librdkafka takes a partition whose answered end equals its position for the end
+    (PARTITION_EOF, raised in place of the error), so an error carrying real offsets could end a
+    read early and hide the error."""
+    make_topic(sniffed.bootstrap, "raw-errors")
+    client = RawClient(sniffed.broker.host, sniffed.broker.port)
+    try:
+        topic_id = client.topic_id("raw-errors")
+        end = RECORDS // PARTITIONS
+        good = client.fetch(0, -1, topic_id, [0], offset=end)["responses"][0]["partitions"][0]
+        assert (good["error_code"], good["high_watermark"], good["log_start_offset"]) == (0, end, 0)
+        for why, answer in [
+            ("past the log end", client.fetch(0, -1, topic_id, [0], offset=end + 5)),
+            ("a leader epoch from the future", client.fetch(0, -1, topic_id, [0], offset=end, leader_epoch=99)),
+        ]:
+            [partition] = answer["responses"][0]["partitions"]
+            assert partition["error_code"] in (OFFSET_OUT_OF_RANGE, UNKNOWN_LEADER_EPOCH), (why, partition)
+            assert (partition["high_watermark"], partition["last_stable_offset"], partition["log_start_offset"]) == \
+                (-1, -1, -1), (why, partition)
     finally:
         client.close()
 

@@ -59,6 +59,11 @@ TOPIC_IDS_VERSION = 13
 
 
 def _partition_error(index: int, code: ErrorCode, p: Partition | None = None) -> Body:
+    """A partition answered without records. Its offsets are -1 unless ``p`` is given: Kafka
+    answers a consumer's failed partition so, and librdkafka reads an answered end equal to its
+    position as the partition's end (PARTITION_EOF, in place of the error). Riverlog's followers
+    are given them (``p``) with OFFSET_OUT_OF_RANGE, to start over at the leader's log start
+    (Kafka's ask with ListOffsets), and with a diverging epoch (no error)."""
     return {
         "partition_index": index, "error_code": code,
         "high_watermark": p.high_watermark if p else -1,
@@ -249,7 +254,7 @@ def _collect(
                           read_committed=read_committed, last_stable_offset=lso) \
                 if budget > 0 or total == 0 else None
         except KafkaError as exc:
-            answers.append((cached, _partition_error(index, exc.code, p)))
+            answers.append((cached, _partition_error(index, exc.code, p if is_replica else None)))
             had_error = True
             continue
         if follower is not None and report and p.log.log_start_offset <= fp.fetch_offset <= p.log.log_end_offset:

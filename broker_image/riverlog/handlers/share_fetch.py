@@ -5,9 +5,10 @@ Per partition the leader keeps a share-partition (``share/partition.py``): Share
 locks that expired, applies the acknowledgements riding on the request (their state writes run
 while the fetch does, and the answer waits for both), then acquires records for the member -- it
 reads the log from the lowest acquirable offset, and acquires only offsets the read covers (whole
-batches; the walk over their headers gives the covered end), up to the request's ``MaxRecords``. The records go back as the batches read up to the one holding the last
-acquired offset, with the acquired ranges and their delivery counts: the client keeps only
-records inside those ranges and acknowledges gaps.
+batches; the walk over their headers gives the covered end), up to the request's ``MaxRecords``.
+The records go back as the batches read up to the one holding the last acquired offset, with the
+acquired ranges and their delivery counts: the client keeps only records inside those ranges and
+acknowledges gaps.
 With nothing to acquire the request waits up to ``MaxWaitMs`` for data or released records.
 A group with ``share.isolation.level=read_committed`` reads only below the last stable offset, and
 the records of aborted transactions it acquires are archived at once, not handed out.
