@@ -102,3 +102,22 @@ def test_a_failed_write_takes_back_every_acknowledgement_it_carried() -> None:
         assert part.start_offset == 3
 
     asyncio.run(scenario())
+
+
+def test_a_write_carries_the_state_as_it_was_asked_for_not_later_acquisitions() -> None:
+    # A ShareFetch asks for its acknowledgements' write before it acquires more records: the write
+    # must not carry those (the state written would grow with every fetch's new records).
+    async def scenario() -> None:
+        persister = HeldPersister()
+        manager = SharePartitionManager(SETTINGS, cast(SharePersister, persister))
+        persister.let_through()
+        part = await manager.take_up(KEY, 0, 0, 9, SETTINGS, Start(EARLIEST))
+        part.acquire("a", 0, 3, 3)
+        undo = part.acknowledge("a", [AcknowledgementBatch(0, 2, (AcknowledgeType.ACCEPT,))], 0)
+        write = manager.persist_soon(KEY, undo)
+        part.acquire("b", 0, 9, 6)  # the fetch that carried the acknowledgement, acquiring more
+        assert await write == ErrorCode.NONE
+        assert persister.writes[-1] == []  # start offset 3, nothing in flight as of the ask
+        assert part.acquired_by("b") == [3, 4, 5, 6, 7, 8]
+
+    asyncio.run(scenario())

@@ -33,10 +33,9 @@ from ..group_config import GROUP_RESOURCE, share_read_committed, share_reset
 from ..protocol.errors import ErrorCode, KafkaError
 from ..protocol.file_region import FileRegion
 from ..server.dispatch import RequestContext
-from ..share.manager import ShareKey, Start, share_settings
+from ..share.manager import Start, share_settings
 from ..share.partition import (
     AcknowledgementBatch,
-    AcknowledgementUndo,
     InvalidAcknowledgement,
     InvalidRecordState,
     ShareSettings,
@@ -168,15 +167,16 @@ def _acknowledge(broker: BrokerHost, group_id: str, member_id: str, topic_id: uu
         return _answer(ErrorCode.INVALID_RECORD_STATE)
     except InvalidAcknowledgement:
         return _answer(ErrorCode.INVALID_REQUEST)
-    return _persisted(broker, key, undo)
+    # Asked now, so the write starts with the state as it is now: before the fetch acquires more.
+    return _persisted(broker.share_partitions.persist_soon(key, undo))
 
 
 async def _answer(code: ErrorCode) -> ErrorCode:
     return code
 
 
-async def _persisted(broker: BrokerHost, key: ShareKey, undo: AcknowledgementUndo) -> ErrorCode:
-    return persister_error(await broker.share_partitions.persist(key, undo))
+async def _persisted(write: asyncio.Future[ErrorCode]) -> ErrorCode:
+    return persister_error(await asyncio.shield(write))
 
 
 def persister_error(code: ErrorCode) -> ErrorCode:
@@ -248,13 +248,12 @@ async def handle_share_fetch(broker: BrokerHost, ctx: RequestContext, req: Body)
                             "current_leader": _leader(broker, p), "records": b"", "acquired_records": []}
         return answers[key]
 
-    writes: dict[SharePartitionKey, asyncio.Task[ErrorCode]] = {}
+    writes: dict[SharePartitionKey, Coroutine[Any, Any, ErrorCode]] = {}
     for key, batches in acks.items():
         if key[0] in denied:
             answer(key)["acknowledge_error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
         else:
-            writes[key] = asyncio.ensure_future(_acknowledge(broker, group_id, member_id, key[0], key[1], batches,
-                                                             now))
+            writes[key] = _acknowledge(broker, group_id, member_id, key[0], key[1], batches, now)
     if epoch == FINAL_EPOCH:
         sessions.close(group_id, member_id)
         broker.share_partitions.release_member(group_id, member_id, now_ms())

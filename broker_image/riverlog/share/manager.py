@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 
 from ..group_config import LATEST, ShareReset, effective_int, limits_from
 from ..protocol.errors import ErrorCode, KafkaError
-from .partition import AcknowledgementUndo, SharePartition, ShareSettings
+from .partition import AcknowledgementUndo, SharePartition, ShareSettings, StateBatch
 
 if TYPE_CHECKING:
     from ..config import BrokerConfig
@@ -73,6 +73,11 @@ class _WriteRound:
     undos: list[AcknowledgementUndo] = field(default_factory=list)
 
 
+# What a state write carries: state epoch, leader epoch, start offset, state batches, and the
+# in-flight records already done.
+_State = tuple[int, int, int, list[StateBatch], int]
+
+
 @dataclass
 class _Entry:
     part: SharePartition
@@ -83,6 +88,11 @@ class _Entry:
     @property
     def writing(self) -> bool:
         return self.writer is not None and not self.writer.done()
+
+
+def _state_of(entry: _Entry) -> _State:
+    part = entry.part
+    return part.state_epoch, entry.leader_epoch, part.start_offset, part.state_batches(), part.delivery_complete_count()
 
 
 class SharePartitionManager:
@@ -144,49 +154,67 @@ class SharePartitionManager:
         entry = self._entries.get(key)
         return entry.part if entry is not None and entry.leader_epoch == leader_epoch else None
 
-    async def persist(self, key: ShareKey, undo: AcknowledgementUndo | None = None) -> ErrorCode:
-        """Write the share-partition's state (after acknowledgements); its outcome. Writes go one at
-        a time per share-partition, so the last one always carries the newest state, and the
-        acknowledgements made while one is under way share the next (group commit: members of a
-        share group acknowledging the same partition wait for one write, not one each). When a
-        write fails, the acknowledgements ``undo`` describes are taken back."""
+    def persist_soon(self, key: ShareKey, undo: AcknowledgementUndo | None = None) -> asyncio.Future[ErrorCode]:
+        """Have the share-partition's state written (after acknowledgements); a future of the
+        outcome. Writes go one at a time per share-partition, so the last one always carries the
+        newest state. With none under way the write starts here, with the state as it is now (a
+        ShareFetch asks before acquiring more records, so the write carries no new acquisitions);
+        else the acknowledgement joins the next write, which all acknowledgements made meanwhile
+        share (group commit: members acknowledging the same partition wait for one write, not one
+        each). When a write fails, the acknowledgements ``undo`` describes are taken back."""
+        loop = asyncio.get_running_loop()
         entry = self._entries.get(key)
         if entry is None or self.persister is None:
-            return ErrorCode.NONE
-        round_ = entry.next_round
-        if round_ is None:
-            round_ = entry.next_round = _WriteRound(asyncio.get_running_loop().create_future())
-            if not entry.writing:
-                entry.writer = asyncio.get_running_loop().create_task(self._write_rounds(key, entry))
-        if undo is not None:
-            round_.undos.append(undo)
-        code = await asyncio.shield(round_.done)  # a member going away does not stop the others' write
-        if code in (ErrorCode.FENCED_STATE_EPOCH, ErrorCode.FENCED_LEADER_EPOCH) and self._entries.get(key) is entry:
-            # Altered offsets or a newer leader: what this broker holds is stale, read it again.
-            del self._entries[key]
-        return code
+            done: asyncio.Future[ErrorCode] = loop.create_future()
+            done.set_result(ErrorCode.NONE)
+            return done
+        if entry.writing:
+            round_ = entry.next_round
+            if round_ is None:
+                round_ = entry.next_round = _WriteRound(loop.create_future())
+            if undo is not None:
+                round_.undos.append(undo)
+            return round_.done
+        round_ = _WriteRound(loop.create_future(), [undo] if undo is not None else [])
+        entry.writer = loop.create_task(self._write_rounds(key, entry, round_, _state_of(entry)))
+        return round_.done
 
-    async def _write_rounds(self, key: ShareKey, entry: _Entry) -> None:
-        while entry.next_round is not None:
-            round_, entry.next_round = entry.next_round, None
+    async def persist(self, key: ShareKey, undo: AcknowledgementUndo | None = None) -> ErrorCode:
+        """``persist_soon`` awaited (a caller going away does not stop the others' write)."""
+        return await asyncio.shield(self.persist_soon(key, undo))
+
+    async def _write_rounds(self, key: ShareKey, entry: _Entry, round_: _WriteRound, state: _State) -> None:
+        while True:
             try:
-                # The state is taken when the write starts: it holds every acknowledgement of the
-                # round (each was applied before it joined).
-                code = await self._write(key, entry)
+                code = await self._send(key, state)
             except Exception:
                 log.exception("share group %s: writing the state of %s-%d failed", key[0], key[1], key[2])
                 code = ErrorCode.UNKNOWN_SERVER_ERROR
             if code != ErrorCode.NONE:
                 for undo in reversed(round_.undos):
                     entry.part.rollback(undo)
+            if code in (ErrorCode.FENCED_STATE_EPOCH, ErrorCode.FENCED_LEADER_EPOCH) \
+                    and self._entries.get(key) is entry:
+                # Altered offsets or a newer leader: what this broker holds is stale, read it again.
+                del self._entries[key]
             round_.done.set_result(code)
+            if entry.next_round is None:
+                return
+            # The next round's state is taken now: it holds every acknowledgement that joined it
+            # (each was applied before it joined).
+            round_, entry.next_round = entry.next_round, None
+            state = _state_of(entry)
 
     async def _write(self, key: ShareKey, entry: _Entry) -> ErrorCode:
+        return await self._send(key, _state_of(entry))
+
+    async def _send(self, key: ShareKey, state: _State) -> ErrorCode:
         if self.persister is None:
             return ErrorCode.NONE
-        part = entry.part
-        return await self.persister.write(*key, part.state_epoch, entry.leader_epoch, part.start_offset,
-                                          part.state_batches(), part.delivery_complete_count())
+        group_id, topic_id, partition = key
+        state_epoch, leader_epoch, start_offset, batches, done = state
+        return await self.persister.write(group_id, topic_id, partition, state_epoch, leader_epoch, start_offset,
+                                          batches, done)
 
     def items(self) -> list[tuple[ShareKey, int, SharePartition]]:
         """(key, leader epoch taken up in, share-partition) of every share-partition held here."""

@@ -412,16 +412,21 @@ class SharePartition:
     def state_batches(self) -> list[StateBatch]:
         """The in-flight records as persisted: ranges of equal state and delivery count. An
         acquired record is written as available (locks belong to the leader that granted them)."""
+        # One object per range, not per offset: this runs for every state write, over the window.
         out: list[StateBatch] = []
+        first = state = count = -1
+        acquired, available = RecordState.ACQUIRED, RecordState.AVAILABLE
+        in_flight = self.in_flight
         for offset in range(self.start_offset, self.end_offset):
-            rec = self.in_flight[offset]
-            state = RecordState.AVAILABLE if rec.state is RecordState.ACQUIRED else rec.state
-            last = out[-1] if out else None
-            if (last is not None and last.last_offset == offset - 1 and last.delivery_state == state
-                    and last.delivery_count == rec.delivery_count):
-                out[-1] = StateBatch(last.first_offset, offset, state, rec.delivery_count)
-            else:
-                out.append(StateBatch(offset, offset, state, rec.delivery_count))
+            rec = in_flight[offset]
+            rec_state = available if rec.state is acquired else rec.state
+            if rec_state == state and rec.delivery_count == count:
+                continue
+            if first >= 0:
+                out.append(StateBatch(first, offset - 1, state, count))
+            first, state, count = offset, rec_state, rec.delivery_count
+        if first >= 0:
+            out.append(StateBatch(first, self.end_offset - 1, state, count))
         return out
 
     def acquired_count(self) -> int:
