@@ -46,12 +46,17 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                         help="override one size of the scale (see bench/harness/scale.py)")
     parser.add_argument("--out", type=Path, default=Path("bench/results/latest.json"))
-    parser.add_argument("--plot", type=Path, default=Path("docs/benchmarks/bench.png"))
+    # Beside the JSON unless named: a partial run must not draw over the documented plot
+    # (``make bench`` names docs/benchmarks/bench.png).
+    parser.add_argument("--plot", type=Path, default=None,
+                        help="the plot's file; default the JSON's path (--out, or --from-json) with .png")
     parser.add_argument("--from-json", type=Path, default=None, metavar="JSON",
                         help="run nothing: print the table and draw the plot of an earlier run's JSON")
     parser.add_argument("--base-dir", type=Path, default=None,
                         help="where both systems keep their data (one disk for both); default a temp dir")
     args = parser.parse_args(argv)
+    if args.plot is None:
+        args.plot = (args.from_json or args.out).with_suffix(".png")
     by_upper = {key.upper(): key for key in WORKLOADS}  # "o16x4" and "W1" alike
     args.workload_list = [by_upper.get(w.strip().upper(), w.strip()) for w in args.workloads.split(",") if w.strip()]
     args.system_list = [s.strip().lower() for s in args.systems.split(",") if s.strip()]
