@@ -34,12 +34,7 @@ from ..protocol.errors import ErrorCode, KafkaError
 from ..protocol.file_region import FileRegion
 from ..server.dispatch import RequestContext
 from ..share.manager import Start, share_settings
-from ..share.partition import (
-    AcknowledgementBatch,
-    InvalidAcknowledgement,
-    InvalidRecordState,
-    ShareSettings,
-)
+from ..share.partition import AcknowledgementBatch, InvalidAcknowledgement, InvalidRecordState, ShareSettings
 from ..share.sessions import FINAL_EPOCH, INITIAL_EPOCH, SharePartitionKey, ShareSessionError
 from ..storage.txn_index import AbortedTxn
 from .authorize import Operation, on_group, on_topic
