@@ -61,7 +61,7 @@ def _accept(manager: SharePartitionManager, member: str, first: int) -> Any:
     part = manager.get(KEY, 0)
     assert part is not None
     undo = part.acknowledge(member, [AcknowledgementBatch(first, first + 2, (AcknowledgeType.ACCEPT,))], 0)
-    return asyncio.ensure_future(manager.persist(KEY, undo))
+    return manager.persist_soon(KEY, undo)
 
 
 def test_acknowledgements_made_during_a_write_share_the_next_one() -> None:

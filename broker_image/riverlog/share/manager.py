@@ -12,10 +12,10 @@ fetch on, as Kafka reads them when it acquires records. After acknowledgements t
 in-flight state is written again (one write at a time per share-partition, so the last write
 always carries the newest state, and the acknowledgements made during one share the next); an
 acknowledgement whose write fails is taken back, so its records are delivered again once their
-lock lapses, as Kafka's are. A share-partition taken
-up in an older leader epoch is dropped and read again: another leader may have moved it on
-meanwhile; so is one whose write was fenced, and one nobody holds records of when a share
-session opens on it (offsets altered by an admin while the group was empty take effect).
+lock lapses, as Kafka's are. A share-partition taken up in an older leader epoch is dropped and
+read again: another leader may have moved it on meanwhile; so is one whose write was fenced, and
+one nobody holds records of when a share session opens on it (offsets altered by an admin while
+the group was empty take effect).
 
 The asyncio shell around the pure share-partitions: the handlers pass the log's offsets and the
 time in.
@@ -178,10 +178,6 @@ class SharePartitionManager:
         round_ = _WriteRound(loop.create_future(), [undo] if undo is not None else [])
         entry.writer = loop.create_task(self._write_rounds(key, entry, round_, _state_of(entry)))
         return round_.done
-
-    async def persist(self, key: ShareKey, undo: AcknowledgementUndo | None = None) -> ErrorCode:
-        """``persist_soon`` awaited (a caller going away does not stop the others' write)."""
-        return await asyncio.shield(self.persist_soon(key, undo))
 
     async def _write_rounds(self, key: ShareKey, entry: _Entry, round_: _WriteRound, state: _State) -> None:
         while True:
